@@ -1,0 +1,154 @@
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { lstat, mkdir, rename, rm } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import {
+  ArchiveDuplicateEntryError,
+  ArchiveIntegrityError,
+  ArchiveMissingFileError,
+  ArchiveUnsafePathError,
+  OutputExistsError,
+} from '../errors.js';
+import { describeEntry, type ArchiveLimits } from './limits.js';
+import { MANIFEST_PATH, type ManifestFile } from './manifest.js';
+import { openArchive, type ArchiveSource } from './source.js';
+import { readManifest, Sha256Tap } from './verify.js';
+
+export interface UnpackOptions {
+  /** Replace an existing `targetDir`, once the new extraction has fully succeeded. */
+  force?: boolean;
+  limits?: Partial<ArchiveLimits>;
+}
+
+export interface UnpackResult {
+  targetDir: string;
+  files: number;
+  bytes: number;
+}
+
+/**
+ * Extracts a .mar into `targetDir` so that either all of it arrives, checked, or nothing
+ * does: entries go to a hidden sibling directory that is renamed into place at the end and
+ * removed on any failure. When the archive has a manifest, every file is hashed on its way
+ * to disk and must match it; files the manifest does not list are refused as injected.
+ */
+export async function unpackArchive(
+  location: string,
+  targetDir: string,
+  options: UnpackOptions = {},
+): Promise<UnpackResult> {
+  const target = resolve(targetDir);
+  if (!options.force && (await exists(target))) {
+    throw new OutputExistsError(`${target} already exists; unpacking never writes into an existing directory`);
+  }
+  const source = await openArchive(location, options.limits);
+  try {
+    const expected = await expectedFiles(source);
+    await mkdir(dirname(target), { recursive: true });
+    // Not mkdtemp: its 0o700 would become the target's mode on rename.
+    const staging = join(dirname(target), `.${basename(target)}.partial-${randomBytes(6).toString('hex')}`);
+    await mkdir(staging);
+    try {
+      let bytes = 0;
+      for (const entry of source.entries) {
+        await extractEntry(source, entry.path, staging, expected?.get(entry.path));
+        bytes += entry.size;
+      }
+      await moveIntoPlace(staging, target, options.force === true);
+      return { targetDir: target, files: source.entries.length, bytes };
+    } catch (error) {
+      await rm(staging, { recursive: true, force: true });
+      throw error;
+    }
+  } finally {
+    await source.close();
+  }
+}
+
+/** The manifest's files by path, or undefined for archives without one. */
+async function expectedFiles(source: ArchiveSource): Promise<Map<string, ManifestFile> | undefined> {
+  if (source.entry(MANIFEST_PATH) === undefined) return undefined;
+  const manifest = await readManifest(source);
+  const expected = new Map(manifest.files.map((file) => [file.path, file]));
+  // Checked before anything is written, so a broken archive fails fast.
+  for (const file of manifest.files) {
+    if (source.entry(file.path) === undefined) {
+      throw new ArchiveMissingFileError(
+        `${describeEntry(source.location, file.path)} is listed in ${MANIFEST_PATH} but missing`,
+      );
+    }
+  }
+  for (const entry of source.entries) {
+    if (entry.path !== MANIFEST_PATH && !expected.has(entry.path)) {
+      throw new ArchiveIntegrityError(
+        `${describeEntry(source.location, entry.path)} is not listed in ${MANIFEST_PATH}`,
+      );
+    }
+  }
+  return expected;
+}
+
+async function extractEntry(
+  source: ArchiveSource,
+  path: string,
+  staging: string,
+  expected: ManifestFile | undefined,
+): Promise<void> {
+  const destination = resolve(staging, ...path.split('/'));
+  // The name guards already refuse anything that could escape; this holds even if they regress.
+  const fromRoot = relative(staging, destination);
+  if (fromRoot === '' || fromRoot === '..' || fromRoot.startsWith(`..${sep}`) || isAbsolute(fromRoot)) {
+    throw new ArchiveUnsafePathError(`${describeEntry(source.location, path)} resolves outside the target directory`);
+  }
+  await mkdir(dirname(destination), { recursive: true });
+  const tap = new Sha256Tap();
+  // 'wx': two names that reach one file (a case-insensitive disk the guards missed) fail here.
+  const file = createWriteStream(destination, { flags: 'wx', mode: 0o644 });
+  await pipeline(source.openStream(path, { checkCrc: expected === undefined }), tap, file).catch(
+    (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EEXIST') throw error;
+      throw new ArchiveDuplicateEntryError(
+        `${describeEntry(source.location, path)} collides with another entry on this disk`,
+        {
+          cause: error,
+        },
+      );
+    },
+  );
+  if (expected === undefined) return;
+  const actual = tap.digest();
+  if (actual.sha256 !== expected.sha256 || actual.size !== expected.size) {
+    throw new ArchiveIntegrityError(
+      `${describeEntry(source.location, path)} does not match ${MANIFEST_PATH}: ` +
+        `sha256 ${actual.sha256} (${actual.size} bytes), expected ${expected.sha256} (${expected.size} bytes)`,
+    );
+  }
+}
+
+/** With `force`, the old target is moved aside first and restored if the swap fails. */
+async function moveIntoPlace(staging: string, target: string, force: boolean): Promise<void> {
+  if (!force || !(await exists(target))) {
+    await rename(staging, target);
+    return;
+  }
+  const previous = `${staging}.previous`;
+  await rename(target, previous);
+  try {
+    await rename(staging, target);
+  } catch (error) {
+    await rename(previous, target);
+    throw error;
+  }
+  await rm(previous, { recursive: true, force: true });
+}
+
+async function exists(path: string): Promise<boolean> {
+  return lstat(path).then(
+    () => true,
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return false;
+      throw error;
+    },
+  );
+}

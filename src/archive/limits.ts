@@ -1,0 +1,132 @@
+import {
+  ArchiveDuplicateEntryError,
+  ArchiveTooLargeError,
+  ArchiveTooManyEntriesError,
+  ArchiveUnsafePathError,
+} from '../errors.js';
+
+/** What an archive may declare before batchserve refuses to read it. */
+export interface ArchiveLimits {
+  /** Entries of every kind, directories included. */
+  maxEntries: number;
+  /** Sum of the declared uncompressed sizes. */
+  maxTotalBytes: number;
+  /** Declared uncompressed size of any one entry. */
+  maxEntryBytes: number;
+  /** Uncompressed / compressed size of one entry; zip bombs live far above it. */
+  maxRatio: number;
+  /** Entries at or below this size skip the ratio check: tiny files compress absurdly well. */
+  ratioFloorBytes: number;
+}
+
+const GiB = 1024 ** 3;
+
+export const defaultArchiveLimits: Readonly<ArchiveLimits> = Object.freeze({
+  maxEntries: 10_000,
+  maxTotalBytes: 8 * GiB,
+  maxEntryBytes: 4 * GiB,
+  maxRatio: 200,
+  ratioFloorBytes: 1024 ** 2,
+});
+
+export function resolveLimits(overrides: Partial<ArchiveLimits> = {}): Readonly<ArchiveLimits> {
+  const limits = { ...defaultArchiveLimits };
+  for (const key of Object.keys(limits) as (keyof ArchiveLimits)[]) {
+    const value = overrides[key];
+    if (value !== undefined) limits[key] = value;
+  }
+  return Object.freeze(limits);
+}
+
+/** How an entry is named in errors: quoted, so NUL bytes and trailing spaces show. */
+export function describeEntry(location: string, name: string): string {
+  return `${location}: entry ${JSON.stringify(name)}`;
+}
+
+const DRIVE_LETTER = /^[A-Za-z]:/;
+
+/**
+ * Rejects names that could land outside the extraction root, or that mean different
+ * files on different systems. `name` is a file path; directory entries arrive without
+ * their trailing '/'.
+ */
+export function checkEntryName(location: string, name: string): void {
+  const unsafe = (why: string): never => {
+    throw new ArchiveUnsafePathError(`${describeEntry(location, name)} ${why}`);
+  };
+  if (name.includes('\0')) unsafe('contains a NUL byte');
+  if (name.includes('\\')) unsafe('contains a backslash, a separator on Windows');
+  if (name.startsWith('/')) unsafe('is an absolute path');
+  if (DRIVE_LETTER.test(name)) unsafe('starts with a drive letter');
+  for (const segment of name.split('/')) {
+    if (segment === '') unsafe('has an empty path segment');
+    if (segment === '.' || segment === '..') unsafe(`has a "${segment}" path segment`);
+  }
+}
+
+/**
+ * Admits entries one at a time, as the central directory or the directory walk lists
+ * them, and throws at the first one that breaks a limit, so nothing is read past it.
+ */
+export class ArchiveGuard {
+  readonly #location: string;
+  readonly #limits: Readonly<ArchiveLimits>;
+  #count = 0;
+  #totalBytes = 0;
+  /** Case- and normalisation-folded names of listed entries: what collides on macOS and Windows. */
+  readonly #listed = new Map<string, 'file' | 'directory'>();
+  /** Folded names of every directory some file sits in. */
+  readonly #parents = new Set<string>();
+
+  constructor(location: string, limits: Readonly<ArchiveLimits>) {
+    this.#location = location;
+    this.#limits = limits;
+  }
+
+  /** For formats that declare their entry count up front: refuse before listing any. */
+  checkDeclaredCount(count: number): void {
+    if (count > this.#limits.maxEntries) {
+      throw new ArchiveTooManyEntriesError(
+        `${this.#location}: declares ${count} entries, more than the limit of ${this.#limits.maxEntries}`,
+      );
+    }
+  }
+
+  admitDirectory(name: string): void {
+    this.#admit(name, 'directory');
+  }
+
+  admitFile(name: string, size: number, compressedSize: number): void {
+    const limits = this.#limits;
+    const tooLarge = (why: string): never => {
+      throw new ArchiveTooLargeError(`${describeEntry(this.#location, name)} ${why}`);
+    };
+    if (size > limits.maxEntryBytes) tooLarge(`declares ${size} bytes, more than the limit of ${limits.maxEntryBytes}`);
+    if (size > limits.ratioFloorBytes && size > compressedSize * limits.maxRatio) {
+      tooLarge(`expands ${compressedSize} bytes to ${size}, a ratio over ${limits.maxRatio} (a zip bomb?)`);
+    }
+    this.#totalBytes += size;
+    if (this.#totalBytes > limits.maxTotalBytes) {
+      tooLarge(`brings the archive over its limit of ${limits.maxTotalBytes} bytes`);
+    }
+    this.#admit(name, 'file');
+  }
+
+  #admit(name: string, kind: 'file' | 'directory'): void {
+    this.#count += 1;
+    this.checkDeclaredCount(this.#count);
+    checkEntryName(this.#location, name);
+    const key = name.normalize('NFC').toLowerCase();
+    const collision = (why: string): never => {
+      throw new ArchiveDuplicateEntryError(`${describeEntry(this.#location, name)} ${why}`);
+    };
+    if (this.#listed.has(key)) collision('appears twice (names are compared ignoring case)');
+    if (kind === 'file' && this.#parents.has(key)) collision('is a file and also a directory of other entries');
+    for (let slash = key.indexOf('/'); slash !== -1; slash = key.indexOf('/', slash + 1)) {
+      const parent = key.slice(0, slash);
+      if (this.#listed.get(parent) === 'file') collision(`sits under ${JSON.stringify(parent)}, which is a file`);
+      this.#parents.add(parent);
+    }
+    this.#listed.set(key, kind);
+  }
+}

@@ -1,0 +1,47 @@
+import { Command, CommanderError } from 'commander';
+import { BatchserveError } from '../errors.js';
+import { BATCHSERVE_VERSION } from '../version.js';
+import { registerModelArchive } from './model-archive.js';
+
+/** Exit code for bugs: an error no command expected. */
+const EXIT_INTERNAL = 70;
+
+/**
+ * The CLI's one error boundary: expected errors print one line and exit with their code;
+ * anything else prints the stack and versions, since it is a bug to report.
+ */
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = new Command('batchserve')
+    .description('Pack, serve and benchmark ONNX models with dynamic batching')
+    .version(BATCHSERVE_VERSION)
+    .enablePositionalOptions()
+    .exitOverride()
+    .configureOutput({ outputError: (text, write) => write(`batchserve: ${text.replace(/^error: /, '')}`) })
+    .showSuggestionAfterError();
+  registerModelArchive(program);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return 0;
+  } catch (error) {
+    return exitCodeFor(error);
+  }
+}
+
+function exitCodeFor(error: unknown): number {
+  if (error instanceof CommanderError) {
+    // Help and version are "errors" to commander only because exitOverride is on.
+    return error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.exitCode === 0
+      ? 0
+      : 2;
+  }
+  if (error instanceof BatchserveError) {
+    process.stderr.write(`batchserve: ${error.message} [${error.code}]\n`);
+    return error.exitCode;
+  }
+  process.stderr.write(
+    `batchserve: internal error — please report it with this output\n` +
+      `batchserve ${BATCHSERVE_VERSION}, node ${process.version}, ${process.platform}-${process.arch}\n` +
+      `${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  return EXIT_INTERNAL;
+}

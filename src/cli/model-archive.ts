@@ -1,0 +1,92 @@
+import { Option, type Command } from 'commander';
+import { ARCHIVE_FORMATS, type ArchiveFormat } from '../archive/format.js';
+
+const list = (value: string, previous: string[] = []): string[] => [
+  ...previous,
+  ...value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean),
+];
+
+/** Flags only: each action lazy-loads its command module. */
+export function registerModelArchive(program: Command): void {
+  const archive = program
+    .command('model-archive')
+    .description('bundle an ONNX model, a handler and a config into one checked archive (.mar)');
+
+  archive
+    .command('pack')
+    .description('check a model, handler and config together and write the archive')
+    .requiredOption('--model-name <name>', 'model name ([A-Za-z0-9][A-Za-z0-9_.-]*)')
+    .requiredOption('--serialized-file <path>', 'the ONNX model file')
+    .option('--version <version>', 'model version', '1.0')
+    .option('--handler <name|file>', 'built-in handler (tensor, image-classifier) or a .js/.ts handler file', 'tensor')
+    .option('--config-file <path>', 'model-config.yaml (or .json); inputs/outputs are inferred when left out')
+    .option('--extra-files <paths>', 'comma-separated files or folders to include (labels, vocabularies)', list)
+    .option('--export-path <dir>', 'where to write the archive', '.')
+    .addOption(
+      new Option('--archive-format <format>', 'zip, zip-store (no compression) or dir')
+        .choices(ARCHIVE_FORMATS)
+        .default('zip'),
+    )
+    .option('-f, --force', 'replace an existing archive', false)
+    .action(async (options: PackCommandOptions) => {
+      const { runPack } = await import('./pack.js');
+      await runPack(options);
+    });
+
+  archive
+    .command('inspect')
+    .description("show an archive's manifest, config, model inputs/outputs and files")
+    .argument('<archive>', '.mar file or archive folder')
+    .option('--json', 'print one JSON document for scripts', false)
+    .action(async (location: string, options: { json: boolean }) => {
+      const { runInspect } = await import('./inspect.js');
+      await runInspect(location, options);
+    });
+
+  archive
+    .command('verify')
+    .description('recompute every hash; exit 0 only when all match the manifest')
+    .argument('<archive>', '.mar file or archive folder')
+    .option('--json', 'print the report as JSON', false)
+    .action(async (location: string, options: { json: boolean }) => {
+      const { runVerify } = await import('./verify.js');
+      await runVerify(location, options);
+    });
+
+  archive
+    .command('unpack')
+    .description('safely extract an archive into a new folder')
+    .argument('<archive>', '.mar file')
+    .option('-o, --output <dir>', 'target folder (default: the archive name without .mar)')
+    .option('-f, --force', 'replace an existing target folder', false)
+    .action(async (location: string, options: { output?: string; force: boolean }) => {
+      const { runUnpack } = await import('./unpack.js');
+      await runUnpack(location, options);
+    });
+
+  archive
+    .command('init')
+    .description('write a handler and a model config to start from')
+    .addOption(new Option('--template <name>', 'template').choices(['tensor', 'image-classifier']).default('tensor'))
+    .option('--dir <dir>', 'where to write the files', '.')
+    .option('-f, --force', 'overwrite existing files', false)
+    .action(async (options: { template: string; dir: string; force: boolean }) => {
+      const { runInit } = await import('./init.js');
+      await runInit(options);
+    });
+}
+
+export interface PackCommandOptions {
+  modelName: string;
+  serializedFile: string;
+  version: string;
+  handler: string;
+  configFile?: string;
+  extraFiles?: string[];
+  exportPath: string;
+  archiveFormat: ArchiveFormat;
+  force: boolean;
+}

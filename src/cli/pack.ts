@@ -1,0 +1,29 @@
+import ora from 'ora';
+import { packArchive } from '../archive/pack.js';
+import { formatBytes } from './format.js';
+import type { PackCommandOptions } from './model-archive.js';
+
+export async function runPack(options: PackCommandOptions): Promise<void> {
+  // Silent when stderr is not a terminal, so scripts and CI logs get only the summary line.
+  const spinner = ora({
+    text: 'checking model, config and handler',
+    stream: process.stderr,
+    isSilent: !process.stderr.isTTY,
+  }).start();
+  try {
+    const result = await packArchive({
+      ...options,
+      extraFiles: options.extraFiles ?? [],
+      onProgress: ({ phase, doneBytes, totalBytes }) => {
+        if (phase !== 'checking') spinner.text = `${phase} ${formatBytes(doneBytes)} / ${formatBytes(totalBytes)}`;
+      },
+    });
+    spinner.stop();
+    process.stdout.write(
+      `packed ${result.path} (${result.format}, ${formatBytes(result.size)}, ${result.manifest.files.length} files, sha256 ${result.sha256})\n`,
+    );
+  } catch (error) {
+    spinner.stop();
+    throw error;
+  }
+}

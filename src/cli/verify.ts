@@ -1,0 +1,26 @@
+import { verifyArchive } from '../archive/verify.js';
+import { ArchiveIntegrityError } from '../errors.js';
+import { createTable } from './format.js';
+
+export async function runVerify(location: string, options: { json: boolean }): Promise<void> {
+  const report = await verifyArchive(location);
+  if (options.json) {
+    process.stdout.write(
+      `${JSON.stringify({ location: report.location, ok: report.ok, files: report.files }, null, 2)}\n`,
+    );
+  } else {
+    const table = createTable(['file', 'status', 'sha256']);
+    for (const file of report.files) {
+      table.push([file.path, file.status, (file.actualSha256 ?? file.expectedSha256 ?? '').slice(0, 16)]);
+    }
+    process.stdout.write(`${table.toString()}\n`);
+  }
+  const bad = report.files.filter((file) => file.status !== 'ok');
+  if (bad.length > 0) {
+    throw new ArchiveIntegrityError(
+      `${location}: ${bad.length} of ${report.files.length} files fail verification (${bad.map((file) => `${file.path}: ${file.status}`).join(', ')})`,
+    );
+  }
+  if (!options.json)
+    process.stdout.write(`verified ${location}: all ${report.files.length} files match the manifest\n`);
+}

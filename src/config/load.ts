@@ -1,0 +1,73 @@
+import { readFile } from 'node:fs/promises';
+import { extname } from 'node:path';
+import { Document, isSeq, parse as parseYaml, visit, YAMLError } from 'yaml';
+import { ConfigInvalidError, InputFileError } from '../errors.js';
+import { validateModelConfig, type ModelConfig } from './model-config.js';
+
+/** Parses YAML (or JSON, a subset of it) text; syntax errors name the source and line. */
+export function parseConfigText(text: string, source: string): unknown {
+  if (extname(source).toLowerCase() === '.json') {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (error) {
+      throw new ConfigInvalidError(source, [`not valid JSON: ${(error as Error).message}`]);
+    }
+  }
+  try {
+    return parseYaml(text, { uniqueKeys: true, prettyErrors: true }) as unknown;
+  } catch (error) {
+    if (error instanceof YAMLError) {
+      const line = error.linePos?.[0].line;
+      const where = line === undefined ? '' : `line ${line}: `;
+      throw new ConfigInvalidError(source, [`${where}not valid YAML: ${error.message.split('\n')[0] ?? ''}`]);
+    }
+    throw error;
+  }
+}
+
+export function modelConfigFromText(text: string, source: string): ModelConfig {
+  return validateModelConfig(parseConfigText(text, source), source);
+}
+
+export async function readModelConfigFile(path: string): Promise<ModelConfig> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new InputFileError(
+      `cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`,
+    );
+  }
+  return modelConfigFromText(text, path);
+}
+
+/**
+ * The YAML an archive stores and inspect shows: durations as readable strings, and lists of
+ * plain values (shapes, means) on one line.
+ */
+export function modelConfigToYaml(config: ModelConfig): string {
+  const { dynamic_batching: batching } = config;
+  const document = new Document({
+    ...config,
+    dynamic_batching: {
+      ...batching,
+      max_queue_delay: formatMicros(batching.max_queue_delay),
+      default_timeout: formatMicros(batching.default_timeout),
+    },
+  });
+  visit(document, {
+    Seq(_, seq) {
+      if (seq.items.every((item) => !isSeq(item) && !(typeof item === 'object' && item !== null && 'items' in item))) {
+        seq.flow = true;
+      }
+    },
+  });
+  return document.toString();
+}
+
+function formatMicros(micros: number): string | number {
+  if (micros === 0) return 0;
+  if (micros % 1_000_000 === 0) return `${micros / 1_000_000}s`;
+  if (micros % 1_000 === 0) return `${micros / 1_000}ms`;
+  return `${micros}us`;
+}

@@ -1,0 +1,289 @@
+import { ConfigInvalidError } from '../errors.js';
+import { DATATYPES, type Datatype } from '../runtime/datatypes.js';
+import { deepFreeze, validateField, type FieldSpec } from './schema-kit.js';
+
+export const MODEL_CONFIG_FILE = 'model-config.yaml';
+
+const tensorSpec = (what: string): FieldSpec => ({
+  kind: 'object',
+  description: `One ${what} tensor.`,
+  fields: {
+    name: { kind: 'string', description: `The ${what}'s name in the ONNX graph.` },
+    datatype: { kind: 'enum', values: DATATYPES, description: 'KServe v2 datatype.' },
+    shape: {
+      kind: 'array',
+      minItems: 0,
+      items: { kind: 'integer', min: -1, description: 'A dimension; -1 when variable.' },
+      description: 'Full shape including the batch dimension (first, -1 when the model batches).',
+    },
+  },
+});
+
+export const DEVICE_PATTERN = /^(cpu|auto|webgpu|(cuda|tensorrt)(:\d+)?)$/;
+
+/** The one schema for `model-config.yaml`: defaults and descriptions live beside each key. */
+export const modelConfigSchema = {
+  kind: 'object',
+  description: 'model-config.yaml',
+  fields: {
+    inputs: {
+      kind: 'array',
+      items: tensorSpec('input'),
+      description: 'Model inputs. Omit to take them from the model when packing.',
+    },
+    outputs: {
+      kind: 'array',
+      items: tensorSpec('output'),
+      description: 'Model outputs served. Omit to take all of them from the model when packing.',
+    },
+    max_batch_size: {
+      kind: 'integer',
+      min: 0,
+      max: 65_536,
+      description:
+        'Most rows one forward pass may hold; 0 = the model does not batch. Default: 16 when every input has a variable first dimension, else 0.',
+    },
+    dynamic_batching: {
+      kind: 'object',
+      description: 'How queued requests are grouped into batches.',
+      fields: {
+        max_queue_delay: {
+          kind: 'duration',
+          default: 1_000,
+          description:
+            'Longest the oldest queued request waits for a fuller batch (µs, or "5ms"). 0 batches what is queued when an instance frees.',
+        },
+        preferred_batch_sizes: {
+          kind: 'array',
+          default: [],
+          items: { kind: 'integer', min: 1, description: 'A batch size.' },
+          description: 'Batch sizes dispatched at once when reached; also warmed up at load.',
+        },
+        max_queue_size: {
+          kind: 'integer',
+          min: 1,
+          default: 1_024,
+          description: 'Queued rows beyond which requests get 503 "Exceeds maximum queue size".',
+        },
+        default_timeout: {
+          kind: 'duration',
+          default: 30_000_000,
+          description: 'How long a request may wait in the queue (µs, or "30s"); 0 = forever.',
+        },
+        priority_levels: {
+          kind: 'integer',
+          min: 1,
+          max: 16,
+          default: 1,
+          description: 'Number of priority levels; level 1 is served first.',
+        },
+      },
+    },
+    instances: {
+      kind: 'array',
+      default: [{ count: 1, device: 'cpu' }],
+      minItems: 1,
+      description: 'Groups of model instances; each instance runs one batch at a time.',
+      items: {
+        kind: 'object',
+        description: 'One instance group.',
+        fields: {
+          count: { kind: 'integer', min: 1, max: 64, default: 1, description: 'Instances in this group.' },
+          device: {
+            kind: 'string',
+            default: 'cpu',
+            pattern: DEVICE_PATTERN,
+            patternHint: 'cpu, auto, webgpu, cuda[:N] or tensorrt[:N]',
+            description: 'Where the instances run: cpu, auto, webgpu, cuda[:N], tensorrt[:N].',
+          },
+        },
+      },
+    },
+    runtime: {
+      kind: 'object',
+      description: 'onnxruntime session options.',
+      fields: {
+        intra_op_threads: {
+          kind: 'integer',
+          min: 0,
+          default: 0,
+          description: 'Threads inside one operator; 0 lets onnxruntime choose.',
+        },
+        inter_op_threads: {
+          kind: 'integer',
+          min: 0,
+          default: 0,
+          description: 'Threads across operators; 0 lets onnxruntime choose.',
+        },
+        graph_optimization_level: {
+          kind: 'enum',
+          values: ['disabled', 'basic', 'extended', 'all'],
+          default: 'all',
+          description: 'onnxruntime graph optimizations.',
+        },
+      },
+    },
+    warmup: {
+      kind: 'boolean',
+      default: true,
+      description: 'Run a forward pass at each preferred batch size (and 1) before reporting ready.',
+    },
+    labels_file: {
+      kind: 'string',
+      pattern: /^[^/\\][^\\]*$/,
+      patternHint: 'a relative path inside the archive',
+      description: 'Class labels, one per line, for classification outputs (a file packed with --extra-files).',
+    },
+    image_classifier: {
+      kind: 'object',
+      optional: true,
+      description: 'Options of the built-in image-classifier handler.',
+      fields: {
+        resize: {
+          kind: 'enum',
+          values: ['stretch', 'keep-ratio-pad'],
+          default: 'stretch',
+          description: 'stretch to the input size, or keep the aspect ratio and pad right/bottom with zeros.',
+        },
+        channel_order: {
+          kind: 'enum',
+          values: ['RGB', 'BGR'],
+          default: 'RGB',
+          description: 'Channel order the model expects.',
+        },
+        layout: {
+          kind: 'enum',
+          values: ['NCHW', 'NHWC'],
+          default: 'NCHW',
+          description: 'Tensor layout of the image input.',
+        },
+        mean: {
+          kind: 'array',
+          default: [0.485, 0.456, 0.406],
+          minItems: 3,
+          items: { kind: 'number', description: 'A channel mean.' },
+          description: 'Per-channel mean subtracted from pixels scaled to 0..1.',
+        },
+        std: {
+          kind: 'array',
+          default: [0.229, 0.224, 0.225],
+          minItems: 3,
+          items: { kind: 'number', min: 1e-9, description: 'A channel standard deviation.' },
+          description: 'Per-channel standard deviation the centred pixels are divided by.',
+        },
+        top_k: { kind: 'integer', min: 1, default: 5, description: 'Classes returned per image, best first.' },
+        softmax: {
+          kind: 'enum',
+          values: ['auto', 'always', 'never'],
+          default: 'auto',
+          description: 'Apply softmax to the scores; auto does so unless each row already sums to 1.',
+        },
+      },
+    },
+  },
+} as const satisfies FieldSpec;
+
+export interface TensorSpec {
+  readonly name: string;
+  readonly datatype: Datatype;
+  readonly shape: readonly number[];
+}
+
+export interface DynamicBatchingConfig {
+  /** Microseconds. */
+  readonly max_queue_delay: number;
+  readonly preferred_batch_sizes: readonly number[];
+  readonly max_queue_size: number;
+  /** Microseconds; 0 = no timeout. */
+  readonly default_timeout: number;
+  readonly priority_levels: number;
+}
+
+export interface InstanceGroup {
+  readonly count: number;
+  readonly device: string;
+}
+
+export interface ImageClassifierOptions {
+  readonly resize: 'stretch' | 'keep-ratio-pad';
+  readonly channel_order: 'RGB' | 'BGR';
+  readonly layout: 'NCHW' | 'NHWC';
+  readonly mean: readonly number[];
+  readonly std: readonly number[];
+  readonly top_k: number;
+  readonly softmax: 'auto' | 'always' | 'never';
+}
+
+export interface ModelConfig {
+  /** Absent until packing fills them in from the model. */
+  readonly inputs?: readonly TensorSpec[];
+  readonly outputs?: readonly TensorSpec[];
+  /** Absent until packing decides from the model's batch dimension. */
+  readonly max_batch_size?: number;
+  readonly dynamic_batching: DynamicBatchingConfig;
+  readonly instances: readonly InstanceGroup[];
+  readonly runtime: {
+    readonly intra_op_threads: number;
+    readonly inter_op_threads: number;
+    readonly graph_optimization_level: 'disabled' | 'basic' | 'extended' | 'all';
+  };
+  readonly warmup: boolean;
+  readonly labels_file?: string;
+  readonly image_classifier?: ImageClassifierOptions;
+}
+
+/** A config whose inputs, outputs and batch size are known: what an archive holds. */
+export type CompleteModelConfig = ModelConfig & {
+  readonly inputs: readonly TensorSpec[];
+  readonly outputs: readonly TensorSpec[];
+  readonly max_batch_size: number;
+};
+
+/**
+ * Validates a parsed config object, fills in defaults and freezes it.
+ * Throws ConfigInvalidError listing every problem, each as `key.path: message`.
+ */
+export function validateModelConfig(raw: unknown, source: string): ModelConfig {
+  const problems: string[] = [];
+  const config = validateField(modelConfigSchema, raw ?? {}, '', problems) as ModelConfig | undefined;
+  if (config) problems.push(...crossFieldProblems(config));
+  if (problems.length > 0 || !config) throw new ConfigInvalidError(source, problems);
+  return deepFreeze(config);
+}
+
+function crossFieldProblems(config: ModelConfig): string[] {
+  const problems: string[] = [];
+  for (const key of ['inputs', 'outputs'] as const) {
+    const seen = new Set<string>();
+    config[key]?.forEach((tensor, index) => {
+      if (seen.has(tensor.name)) problems.push(`${key}[${index}].name: "${tensor.name}" is listed twice`);
+      seen.add(tensor.name);
+      if (tensor.shape?.some((dim) => dim === 0)) {
+        problems.push(`${key}[${index}].shape: dimensions must be -1 or positive, got [${tensor.shape.join(', ')}]`);
+      }
+      if (config.max_batch_size !== undefined && config.max_batch_size > 0) {
+        const first = tensor.shape?.[0];
+        if (first === undefined) {
+          problems.push(`${key}[${index}].shape: max_batch_size > 0 needs a batch dimension, got a scalar`);
+        } else if (first !== -1) {
+          problems.push(
+            `${key}[${index}].shape: the batch dimension (first) must be -1 when max_batch_size > 0, got ${first}`,
+          );
+        }
+      }
+    });
+  }
+  const { max_batch_size: maxBatch, dynamic_batching: batching } = config;
+  if (maxBatch !== undefined) {
+    batching.preferred_batch_sizes.forEach((size, index) => {
+      if (size > maxBatch) {
+        problems.push(`dynamic_batching.preferred_batch_sizes[${index}]: ${size} exceeds max_batch_size ${maxBatch}`);
+      }
+    });
+  }
+  const image = config.image_classifier;
+  if (image && image.mean.length !== image.std.length) {
+    problems.push('image_classifier: mean and std must have one value per channel each');
+  }
+  return problems;
+}

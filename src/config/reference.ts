@@ -1,0 +1,57 @@
+import type { FieldSpec } from './schema-kit.js';
+import { modelConfigSchema } from './model-config.js';
+
+/**
+ * docs/model-config.md, rendered from the schema so the reference can never drift from
+ * what validation accepts (a test compares the two).
+ */
+export function renderModelConfigReference(): string {
+  const rows: string[] = [];
+  collectRows(modelConfigSchema, '', rows);
+  return [
+    '# model-config.yaml reference',
+    '',
+    '<!-- Generated from src/config/model-config.ts by `npm run docs`; do not edit by hand. -->',
+    '',
+    'Every archive holds one `model-config.yaml` (JSON is accepted too). Every key is optional;',
+    'unknown keys are errors. `pack` fills in `inputs`, `outputs` and `max_batch_size` from the',
+    'model when they are left out, and stores the completed config in the archive.',
+    'Durations take microseconds (an integer) or a string such as `250us`, `5ms`, `1.5s`.',
+    '',
+    '| key | type | default | description |',
+    '| --- | --- | --- | --- |',
+    ...rows,
+    '',
+  ].join('\n');
+}
+
+function collectRows(spec: FieldSpec, path: string, rows: string[]): void {
+  if (spec.kind === 'object') {
+    if (path !== '') rows.push(row(path, spec));
+    for (const [key, field] of Object.entries(spec.fields))
+      collectRows(field, path === '' ? key : `${path}.${key}`, rows);
+    return;
+  }
+  rows.push(row(path, spec));
+  if (spec.kind === 'array' && spec.items.kind === 'object') collectRows(spec.items, `${path}[]`, rows);
+}
+
+function row(path: string, spec: FieldSpec): string {
+  const defaultValue = 'default' in spec && spec.default !== undefined ? `\`${JSON.stringify(spec.default)}\`` : '—';
+  return `| \`${path}\` | ${typeName(spec)} | ${defaultValue} | ${spec.description.replaceAll('|', '\\|')} |`;
+}
+
+function typeName(spec: FieldSpec): string {
+  switch (spec.kind) {
+    case 'enum':
+      return spec.values.map((value) => `\`${value}\``).join(' \\| ');
+    case 'array':
+      return spec.items.kind === 'object' ? 'list of mappings' : `list of ${typeName(spec.items)}`;
+    case 'object':
+      return 'mapping';
+    case 'duration':
+      return 'duration';
+    default:
+      return spec.kind;
+  }
+}

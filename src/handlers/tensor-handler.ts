@@ -1,0 +1,122 @@
+import ort from 'onnxruntime-node';
+import { InferenceInputError } from '../errors.js';
+import type { TensorSpec } from '../config/model-config.js';
+import { ortTypeOf } from '../runtime/datatypes.js';
+import { checkTensor, rowsOf, splitRows, stackRows, type TensorMap } from '../runtime/tensors.js';
+import type { Handler, HandlerContext, HandlerRequest } from './types.js';
+
+/**
+ * The built-in handler: KServe v2 tensors pass straight through. A JSON body (TorchServe
+ * route) may name inputs with nested arrays, or be one nested array when there is one input.
+ */
+export const tensorHandler: Handler = {
+  preprocess(requests, context) {
+    return stackRequests(
+      requests.map((request) => requestTensors(request, context)),
+      context,
+    );
+  },
+  async inference(inputs, { session, config }) {
+    return session.run(
+      inputs,
+      config.outputs.map((output) => output.name),
+    );
+  },
+  postprocess(outputs, requests) {
+    return splitOutputs(outputs, requests);
+  },
+};
+
+/** The tensors of one request, checked against the served inputs. */
+export function requestTensors(request: HandlerRequest, { config }: HandlerContext): TensorMap {
+  const tensors = request.inputs ?? tensorsFromJsonBody(request, config.inputs);
+  for (const spec of config.inputs) {
+    const tensor = tensors[spec.name];
+    if (!tensor) throw new InferenceInputError(`input "${spec.name}" is missing`);
+    checkTensor(tensor, spec);
+  }
+  for (const name of Object.keys(tensors)) {
+    if (!config.inputs.some((spec) => spec.name === name)) {
+      throw new InferenceInputError(
+        `unknown input "${name}" (the model takes ${config.inputs.map((s) => s.name).join(', ')})`,
+      );
+    }
+  }
+  return tensors;
+}
+
+export function stackRequests(perRequest: readonly TensorMap[], { config }: HandlerContext): TensorMap {
+  if (config.max_batch_size === 0 && perRequest.length > 1) {
+    throw new InferenceInputError('this model does not batch: one request per forward pass');
+  }
+  const batch: TensorMap = {};
+  for (const spec of config.inputs) {
+    batch[spec.name] = stackRows(perRequest.map((tensors) => tensors[spec.name] as ort.Tensor));
+  }
+  return batch;
+}
+
+/** Splits every output back to the requests by the rows each one sent. */
+export function splitOutputs(outputs: TensorMap, requests: readonly HandlerRequest[]): TensorMap[] {
+  const rowCounts = requests.map(requestRows);
+  const responses: TensorMap[] = requests.map(() => ({}));
+  for (const [name, tensor] of Object.entries(outputs)) {
+    splitRows(tensor, rowCounts).forEach((part, index) => {
+      (responses[index] as TensorMap)[name] = part;
+    });
+  }
+  return responses;
+}
+
+export function requestRows(request: HandlerRequest): number {
+  const first = request.inputs && Object.values(request.inputs)[0];
+  return first ? rowsOf(first) : 1;
+}
+
+function tensorsFromJsonBody(request: HandlerRequest, inputs: readonly TensorSpec[]): TensorMap {
+  if (!request.body) throw new InferenceInputError('the request carries no input tensors');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(request.body.toString('utf8'));
+  } catch {
+    throw new InferenceInputError('the body is not JSON; this model takes tensors as JSON arrays');
+  }
+  const named =
+    inputs.length === 1 && Array.isArray(parsed)
+      ? { [(inputs[0] as TensorSpec).name]: parsed }
+      : (parsed as Record<string, unknown>);
+  if (typeof named !== 'object' || named === null || Array.isArray(named)) {
+    throw new InferenceInputError('the JSON body must map input names to nested arrays');
+  }
+  const tensors: TensorMap = {};
+  for (const spec of inputs) {
+    const value = named[spec.name];
+    if (value === undefined) continue;
+    tensors[spec.name] = tensorFromNested(value, spec);
+  }
+  return tensors;
+}
+
+function tensorFromNested(value: unknown, spec: TensorSpec): ort.Tensor {
+  const dims: number[] = [];
+  for (let level = value; Array.isArray(level); level = level[0]) dims.push(level.length);
+  const flat = (value as unknown[]).flat(Infinity);
+  if (flat.length !== dims.reduce((a, b) => a * b, 1)) {
+    throw new InferenceInputError(`input "${spec.name}": nested arrays are ragged`);
+  }
+  const type = ortTypeOf(spec.datatype);
+  if (type === 'string') return new ort.Tensor('string', flat.map(String), dims);
+  if (!flat.every((item) => typeof item === 'number' || typeof item === 'boolean')) {
+    throw new InferenceInputError(`input "${spec.name}": expected numbers for ${spec.datatype}`);
+  }
+  const toBigInt = (item: unknown): bigint => BigInt(Math.trunc(Number(item)));
+  if (type === 'int64') return new ort.Tensor(type, BigInt64Array.from(flat, toBigInt), dims);
+  if (type === 'uint64') return new ort.Tensor(type, BigUint64Array.from(flat, toBigInt), dims);
+  if (type === 'bool')
+    return new ort.Tensor(
+      type,
+      Uint8Array.from(flat, (item) => (item ? 1 : 0)),
+      dims,
+    );
+  return new ort.Tensor(type as 'float32', flat as number[], dims);
+}

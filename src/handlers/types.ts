@@ -1,0 +1,44 @@
+import type ort from 'onnxruntime-node';
+import type { CompleteModelConfig } from '../config/model-config.js';
+import type { TensorMap } from '../runtime/tensors.js';
+
+/** One client request as a handler sees it. */
+export interface HandlerRequest {
+  /** Tensors decoded by the protocol layer (KServe v2), keyed by input name. */
+  readonly inputs?: TensorMap;
+  /** The raw body of a TorchServe-style request: image bytes, JSON, text. */
+  readonly body?: Buffer;
+  readonly contentType?: string;
+}
+
+export interface HandlerContext {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly config: CompleteModelConfig;
+  /** Lines of the config's labels_file, when it names one. */
+  readonly labels?: readonly string[];
+  /** The session of the instance running this batch. */
+  readonly session: ort.InferenceSession;
+  /** The built-in handlers by name, for custom hooks that change one step and delegate the rest. */
+  readonly builtins: Readonly<Record<BuiltinHandlerName, Handler>>;
+}
+
+/**
+ * TorchServe's lifecycle, batched: each hook sees the whole batch. A custom handler module
+ * exports any of these by name; the missing ones come from the built-in tensor handler.
+ */
+export interface Handler {
+  initialize?(context: HandlerContext): Promise<void> | void;
+  preprocess(requests: readonly HandlerRequest[], context: HandlerContext): Promise<TensorMap> | TensorMap;
+  inference(inputs: TensorMap, context: HandlerContext): Promise<TensorMap> | TensorMap;
+  /** Returns exactly one response per request, in order. */
+  postprocess(
+    outputs: TensorMap,
+    requests: readonly HandlerRequest[],
+    context: HandlerContext,
+  ): Promise<unknown[]> | unknown[];
+}
+
+export type BuiltinHandlerName = 'tensor' | 'image-classifier';
+
+export const HANDLER_HOOKS = ['initialize', 'preprocess', 'inference', 'postprocess'] as const;

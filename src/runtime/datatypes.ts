@@ -1,0 +1,53 @@
+import type { Tensor } from 'onnxruntime-node';
+
+/** The KServe v2 tensor datatypes batchserve serves, in the protocol's spelling. */
+export const DATATYPES = [
+  'BOOL',
+  'UINT8',
+  'UINT16',
+  'UINT32',
+  'UINT64',
+  'INT8',
+  'INT16',
+  'INT32',
+  'INT64',
+  'FP16',
+  'FP32',
+  'FP64',
+  'BYTES',
+] as const;
+
+export type Datatype = (typeof DATATYPES)[number];
+
+const ORT_TYPE_OF: Record<Datatype, Tensor.Type> = {
+  BOOL: 'bool',
+  UINT8: 'uint8',
+  UINT16: 'uint16',
+  UINT32: 'uint32',
+  UINT64: 'uint64',
+  INT8: 'int8',
+  INT16: 'int16',
+  INT32: 'int32',
+  INT64: 'int64',
+  FP16: 'float16',
+  FP32: 'float32',
+  FP64: 'float64',
+  BYTES: 'string',
+};
+
+const DATATYPE_OF = new Map<string, Datatype>(
+  Object.entries(ORT_TYPE_OF).map(([datatype, ortType]) => [ortType, datatype as Datatype]),
+);
+
+export function isDatatype(value: unknown): value is Datatype {
+  return typeof value === 'string' && (DATATYPES as readonly string[]).includes(value);
+}
+
+export function ortTypeOf(datatype: Datatype): Tensor.Type {
+  return ORT_TYPE_OF[datatype];
+}
+
+/** The KServe datatype of an onnxruntime tensor type, or undefined for types v2 cannot carry. */
+export function datatypeOfOrtType(ortType: string): Datatype | undefined {
+  return DATATYPE_OF.get(ortType);
+}

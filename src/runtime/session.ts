@@ -1,0 +1,67 @@
+import ort from 'onnxruntime-node';
+import { ModelLoadError } from '../errors.js';
+import type { ModelConfig, TensorSpec } from '../config/model-config.js';
+import { datatypeOfOrtType } from './datatypes.js';
+
+export interface ModelSignature {
+  readonly inputs: readonly TensorSpec[];
+  readonly outputs: readonly TensorSpec[];
+}
+
+export type SessionOptions = Pick<ModelConfig, 'runtime'>;
+
+/** Opens an onnxruntime CPU session on a model file or its bytes. */
+export async function createSession(
+  model: string | Uint8Array,
+  { runtime }: SessionOptions,
+  source = typeof model === 'string' ? model : 'model',
+): Promise<ort.InferenceSession> {
+  const options: ort.InferenceSession.SessionOptions = {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: runtime.graph_optimization_level,
+  };
+  if (runtime.intra_op_threads > 0) options.intraOpNumThreads = runtime.intra_op_threads;
+  if (runtime.inter_op_threads > 0) options.interOpNumThreads = runtime.inter_op_threads;
+  try {
+    return typeof model === 'string'
+      ? await ort.InferenceSession.create(model, options)
+      : await ort.InferenceSession.create(model, options);
+  } catch (error) {
+    throw new ModelLoadError(`onnxruntime cannot load ${source}: ${firstLine(error)}`, { cause: error });
+  }
+}
+
+/** The model's real inputs and outputs; symbolic dimensions become -1. */
+export function readSignature(session: ort.InferenceSession, source: string): ModelSignature {
+  const describe = (metadata: readonly ort.InferenceSession.ValueMetadata[]): TensorSpec[] =>
+    metadata.map((value) => {
+      if (!value.isTensor)
+        throw new ModelLoadError(`${source}: "${value.name}" is not a tensor; batchserve serves tensors only`);
+      const datatype = datatypeOfOrtType(value.type);
+      if (!datatype)
+        throw new ModelLoadError(`${source}: "${value.name}" has type ${value.type}, which KServe v2 cannot carry`);
+      return {
+        name: value.name,
+        datatype,
+        shape: value.shape.map((dim) => (typeof dim === 'number' && dim > 0 ? dim : -1)),
+      };
+    });
+  return { inputs: describe(session.inputMetadata), outputs: describe(session.outputMetadata) };
+}
+
+export async function readModelSignature(model: string | Uint8Array, source?: string): Promise<ModelSignature> {
+  const session = await createSession(
+    model,
+    { runtime: { intra_op_threads: 1, inter_op_threads: 1, graph_optimization_level: 'disabled' } },
+    source,
+  );
+  try {
+    return readSignature(session, source ?? 'model');
+  } finally {
+    await session.release();
+  }
+}
+
+function firstLine(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
+}

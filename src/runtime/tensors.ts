@@ -1,0 +1,96 @@
+import ort from 'onnxruntime-node';
+import { InferenceInputError } from '../errors.js';
+import type { TensorSpec } from '../config/model-config.js';
+import { datatypeOfOrtType } from './datatypes.js';
+
+export type TensorMap = Record<string, ort.Tensor>;
+type TensorData = ort.Tensor['data'];
+
+/** Rows a request contributes to a batch: its first dimension. */
+export function rowsOf(tensor: ort.Tensor): number {
+  return tensor.dims[0] ?? 1;
+}
+
+/**
+ * Checks one request's tensor against the served spec: datatype, rank and every fixed
+ * dimension. Variable dimensions may take any size.
+ */
+export function checkTensor(tensor: ort.Tensor, spec: TensorSpec): void {
+  const datatype = datatypeOfOrtType(tensor.type);
+  if (datatype !== spec.datatype) {
+    throw new InferenceInputError(
+      `input "${spec.name}": datatype ${datatype ?? tensor.type}, the model expects ${spec.datatype}`,
+    );
+  }
+  if (tensor.dims.length !== spec.shape.length) {
+    throw new InferenceInputError(
+      `input "${spec.name}": shape [${tensor.dims.join(', ')}] has rank ${tensor.dims.length}, the model expects rank ${spec.shape.length} [${spec.shape.join(', ')}]`,
+    );
+  }
+  spec.shape.forEach((dim, axis) => {
+    if (dim !== -1 && tensor.dims[axis] !== dim) {
+      throw new InferenceInputError(
+        `input "${spec.name}": shape [${tensor.dims.join(', ')}] does not match the model's [${spec.shape.join(', ')}] at dimension ${axis}`,
+      );
+    }
+  });
+}
+
+/**
+ * Stacks tensors along the first dimension into one preallocated buffer. All must share
+ * datatype and non-batch dimensions; the batcher groups requests so that they do.
+ */
+export function stackRows(tensors: readonly ort.Tensor[]): ort.Tensor {
+  const first = tensors[0];
+  if (!first) throw new InferenceInputError('nothing to stack');
+  if (tensors.length === 1) return first;
+  const rowShape = first.dims.slice(1);
+  let rows = 0;
+  for (const tensor of tensors) {
+    if (tensor.type !== first.type || !sameDims(tensor.dims, first.dims, 1)) {
+      throw new InferenceInputError(
+        `cannot stack [${tensor.dims.join(', ')}] ${tensor.type} with [${first.dims.join(', ')}] ${first.type}`,
+      );
+    }
+    rows += rowsOf(tensor);
+  }
+  const data = allocateLike(first.data, rows * rowShape.reduce((a, b) => a * b, 1));
+  let offset = 0;
+  for (const tensor of tensors) {
+    if (Array.isArray(data)) {
+      for (const value of tensor.data as string[]) data[offset++] = value;
+    } else {
+      (data as Float32Array).set(tensor.data as Float32Array, offset);
+      offset += tensor.data.length;
+    }
+  }
+  return new ort.Tensor(first.type, data, [rows, ...rowShape]);
+}
+
+/** Splits a batched tensor back into consecutive row blocks, as views where possible. */
+export function splitRows(tensor: ort.Tensor, rowCounts: readonly number[]): ort.Tensor[] {
+  if (rowCounts.length === 1) return [tensor];
+  const rowSize = tensor.dims.slice(1).reduce((a, b) => a * b, 1);
+  const parts: ort.Tensor[] = [];
+  let row = 0;
+  for (const count of rowCounts) {
+    const start = row * rowSize;
+    const end = (row + count) * rowSize;
+    const data = Array.isArray(tensor.data)
+      ? tensor.data.slice(start, end)
+      : (tensor.data as Float32Array).subarray(start, end);
+    parts.push(new ort.Tensor(tensor.type, data, [count, ...tensor.dims.slice(1)]));
+    row += count;
+  }
+  return parts;
+}
+
+function sameDims(a: readonly number[], b: readonly number[], from: number): boolean {
+  return a.length === b.length && a.every((dim, axis) => axis < from || dim === b[axis]);
+}
+
+function allocateLike(data: TensorData, length: number): TensorData {
+  if (Array.isArray(data)) return new Array<string>(length);
+  const Constructor = data.constructor as new (length: number) => Exclude<TensorData, string[]>;
+  return new Constructor(length);
+}
