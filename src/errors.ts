@@ -126,6 +126,80 @@ export class InferenceInputError extends BatchserveError {
   override readonly httpStatus = 400;
 }
 
+// --- serving ---------------------------------------------------------------
+
+export class ModelNotFoundError extends BatchserveError {
+  override readonly code = 'BS_ERR_MODEL_NOT_FOUND';
+  override readonly httpStatus = 404;
+}
+
+export class ModelNotReadyError extends BatchserveError {
+  override readonly code = 'BS_ERR_MODEL_NOT_READY';
+  override readonly httpStatus = 503;
+}
+
+export class BatchTooLargeError extends BatchserveError {
+  override readonly code = 'BS_ERR_BATCH_TOO_LARGE';
+  override readonly httpStatus = 400;
+}
+
+export class QueueFullError extends BatchserveError {
+  override readonly code = 'BS_ERR_QUEUE_FULL';
+  override readonly httpStatus = 503;
+}
+
+export class QueueTimeoutError extends BatchserveError {
+  override readonly code = 'BS_ERR_QUEUE_TIMEOUT';
+  override readonly httpStatus = 503;
+}
+
+/** The client went away while its request was queued; nothing is sent back. */
+export class RequestCancelledError extends BatchserveError {
+  override readonly code = 'BS_ERR_REQUEST_CANCELLED';
+  override readonly httpStatus = 499;
+}
+
+export class InferenceFailedError extends BatchserveError {
+  override readonly code = 'BS_ERR_INFERENCE_FAILED';
+  override readonly httpStatus = 500;
+}
+
+export class RouteNotFoundError extends BatchserveError {
+  override readonly code = 'BS_ERR_ROUTE_NOT_FOUND';
+  override readonly httpStatus = 404;
+}
+
+export class MethodNotAllowedError extends BatchserveError {
+  override readonly code = 'BS_ERR_METHOD_NOT_ALLOWED';
+  override readonly httpStatus = 405;
+  readonly allowed: readonly string[];
+
+  constructor(method: string, path: string, allowed: readonly string[]) {
+    super(`${method} is not allowed on ${path}; use ${allowed.join(' or ')}`);
+    this.allowed = allowed;
+  }
+}
+
+export class PayloadTooLargeError extends BatchserveError {
+  override readonly code = 'BS_ERR_PAYLOAD_TOO_LARGE';
+  override readonly httpStatus = 413;
+}
+
+export class UnsupportedMediaTypeError extends BatchserveError {
+  override readonly code = 'BS_ERR_UNSUPPORTED_MEDIA_TYPE';
+  override readonly httpStatus = 415;
+}
+
+export class UnauthorizedError extends BatchserveError {
+  override readonly code = 'BS_ERR_UNAUTHORIZED';
+  override readonly httpStatus = 401;
+}
+
+export class ForbiddenError extends BatchserveError {
+  override readonly code = 'BS_ERR_FORBIDDEN';
+  override readonly httpStatus = 403;
+}
+
 /** Every error class, for docs/errors.md and the test that keeps it in sync. */
 export const errorClasses = [
   UsageError,
@@ -146,4 +220,17 @@ export const errorClasses = [
   ModelLoadError,
   HandlerInvalidError,
   InferenceInputError,
+  ModelNotFoundError,
+  ModelNotReadyError,
+  BatchTooLargeError,
+  QueueFullError,
+  QueueTimeoutError,
+  RequestCancelledError,
+  InferenceFailedError,
+  RouteNotFoundError,
+  MethodNotAllowedError,
+  PayloadTooLargeError,
+  UnsupportedMediaTypeError,
+  UnauthorizedError,
+  ForbiddenError,
 ] as const;

@@ -1,0 +1,370 @@
+import { BatchTooLargeError, QueueFullError, QueueTimeoutError, RequestCancelledError } from '../errors.js';
+import type { HandlerRequest } from '../handlers/types.js';
+import { FixedQueue } from './fixed-queue.js';
+import { realClock, type Clock } from './clock.js';
+import type { BatchRunner, BatchTimings } from './batch-runner.js';
+
+export interface BatchingPolicy {
+  /** Most rows in one forward pass; 0 = the model does not batch (one request per pass). */
+  readonly maxBatchSize: number;
+  readonly maxQueueDelayUs: number;
+  readonly preferredBatchSizes: readonly number[];
+  /** Queued rows beyond which requests are refused. */
+  readonly maxQueueSize: number;
+  /** 0 = requests wait as long as it takes. */
+  readonly defaultTimeoutUs: number;
+  readonly priorityLevels: number;
+}
+
+export interface SubmitOptions {
+  /** Rows this request adds to a batch (its first dimension). */
+  readonly rows: number;
+  /** Requests are stacked only with others of the same key (their non-batch dimensions). */
+  readonly shapeKey: string;
+  /** 1 is served first; default: the lowest level. */
+  readonly priority?: number;
+  /** May only shorten the policy's default timeout. */
+  readonly timeoutUs?: number;
+  /** Aborted when the client goes away: a queued request is dropped and never runs. */
+  readonly signal?: AbortSignal;
+}
+
+export interface SubmitResult {
+  readonly response: unknown;
+  readonly queueNs: number;
+  readonly timings: BatchTimings;
+  /** Rows in the forward pass that served this request. */
+  readonly batchRows: number;
+  readonly instanceId: string;
+}
+
+/** Hooks for metrics and statistics; called synchronously, so they must be cheap. */
+export interface BatcherObserver {
+  batchExecuted?(rows: number, timings: BatchTimings, instanceId: string): void;
+  queueChanged?(queuedRows: number): void;
+  busyChanged?(busy: number, total: number): void;
+}
+
+interface Pending {
+  readonly request: HandlerRequest;
+  readonly rows: number;
+  readonly group: ShapeGroup;
+  readonly enqueuedAt: number;
+  state: 'queued' | 'running' | 'done';
+  timer: unknown;
+  detach: (() => void) | undefined;
+  resolve(result: SubmitResult): void;
+  reject(error: unknown): void;
+}
+
+/** The queued requests that may share a batch: same shape, one FIFO per priority level. */
+class ShapeGroup {
+  readonly levels: FixedQueue<Pending>[];
+  rows = 0;
+
+  constructor(priorityLevels: number) {
+    this.levels = Array.from({ length: priorityLevels }, () => new FixedQueue<Pending>());
+  }
+
+  /** Enqueue time of the oldest live request, dropping dead heads on the way. */
+  oldest(): number {
+    let oldest = Infinity;
+    for (const level of this.levels) {
+      while (level.peek()?.state === 'done') level.shift();
+      const head = level.peek();
+      if (head && head.enqueuedAt < oldest) oldest = head.enqueuedAt;
+    }
+    return oldest;
+  }
+}
+
+/**
+ * Dynamic batching for one model version. A group of same-shaped requests is dispatched
+ * to a free instance when it reaches max_batch_size or a preferred size, or when its oldest
+ * request has waited max_queue_delay — whichever comes first. With a delay of 0 it takes
+ * whatever is queued when an instance frees, which still batches under load.
+ */
+export class Batcher {
+  private policy: BatchingPolicy;
+  private runners: BatchRunner[];
+  private readonly idle: BatchRunner[];
+  private readonly groups = new Map<string, ShapeGroup>();
+  private queuedRows = 0;
+  private running = 0;
+  private wakeTimer: unknown;
+  private wakeAt = Infinity;
+  private drainWaiters: (() => void)[] = [];
+
+  constructor(
+    runners: readonly BatchRunner[],
+    policy: BatchingPolicy,
+    private readonly observer: BatcherObserver = {},
+    private readonly clock: Clock = realClock,
+  ) {
+    this.policy = policy;
+    this.runners = [...runners];
+    this.idle = [...runners];
+  }
+
+  get rowsQueued(): number {
+    return this.queuedRows;
+  }
+
+  get busyInstances(): number {
+    return this.runners.length - this.idle.length;
+  }
+
+  get batchingPolicy(): BatchingPolicy {
+    return this.policy;
+  }
+
+  submit(request: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
+    const { policy } = this;
+    if (policy.maxBatchSize > 0 && options.rows > policy.maxBatchSize) {
+      return Promise.reject(
+        new BatchTooLargeError(
+          `the request has ${options.rows} rows but max_batch_size is ${policy.maxBatchSize}; split it into smaller requests`,
+        ),
+      );
+    }
+    if (this.queuedRows + options.rows > policy.maxQueueSize) {
+      return Promise.reject(new QueueFullError('Exceeds maximum queue size'));
+    }
+    if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
+    return new Promise<SubmitResult>((resolve, reject) => {
+      const group = this.groupFor(options.shapeKey);
+      const pending: Pending = {
+        request,
+        rows: options.rows,
+        group,
+        enqueuedAt: this.clock.now(),
+        state: 'queued',
+        timer: undefined,
+        detach: undefined,
+        resolve,
+        reject,
+      };
+      const timeoutUs = effectiveTimeout(policy.defaultTimeoutUs, options.timeoutUs);
+      if (timeoutUs > 0) {
+        pending.timer = this.clock.setTimeout(
+          () => this.dropQueued(pending, new QueueTimeoutError('Request timeout expired')),
+          timeoutUs / 1000,
+        );
+      }
+      if (options.signal) {
+        const onAbort = (): void => this.dropQueued(pending, new RequestCancelledError('the client went away'));
+        options.signal.addEventListener('abort', onAbort, { once: true });
+        pending.detach = () => options.signal?.removeEventListener('abort', onAbort);
+      }
+      const level = Math.min(Math.max(1, options.priority ?? policy.priorityLevels), policy.priorityLevels);
+      group.levels[level - 1]?.push(pending);
+      group.rows += options.rows;
+      this.queuedRows += options.rows;
+      this.observer.queueChanged?.(this.queuedRows);
+      this.schedule();
+    });
+  }
+
+  /** Applies a new policy live; queued requests are batched under it from now on. */
+  reconfigure(policy: BatchingPolicy): void {
+    if (policy.priorityLevels !== this.policy.priorityLevels) {
+      throw new Error('priority levels cannot change on a live batcher');
+    }
+    this.policy = policy;
+    this.schedule();
+  }
+
+  /** Replaces the instances; retired ones finish their running batch and are not reused. */
+  setRunners(runners: readonly BatchRunner[]): void {
+    const busy = new Set(this.runners.filter((runner) => !this.idle.includes(runner)));
+    this.runners = [...runners];
+    this.idle.length = 0;
+    this.idle.push(...runners.filter((runner) => !busy.has(runner)));
+    this.observer.busyChanged?.(this.busyInstances, this.runners.length);
+    this.schedule();
+  }
+
+  /** Resolves once nothing is queued or running: every admitted request has its answer. */
+  drained(): Promise<void> {
+    if (this.queuedRows === 0 && this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  private groupFor(shapeKey: string): ShapeGroup {
+    let group = this.groups.get(shapeKey);
+    if (!group) {
+      group = new ShapeGroup(this.policy.priorityLevels);
+      this.groups.set(shapeKey, group);
+    }
+    return group;
+  }
+
+  private dropQueued(pending: Pending, reason: Error): void {
+    if (pending.state !== 'queued') return;
+    this.settle(pending);
+    this.queuedRows -= pending.rows;
+    pending.group.rows -= pending.rows;
+    this.observer.queueChanged?.(this.queuedRows);
+    pending.reject(reason);
+    this.notifyIfDrained();
+    this.schedule();
+  }
+
+  /** Marks a request as leaving the queue for good: no timer or abort may touch it again. */
+  private settle(pending: Pending): void {
+    pending.state = pending.state === 'queued' ? 'done' : pending.state;
+    if (pending.timer !== undefined) this.clock.clearTimeout(pending.timer);
+    pending.detach?.();
+  }
+
+  private schedule(): void {
+    const now = this.clock.now();
+    let nextWake = Infinity;
+    const groups = [...this.groups.entries()]
+      .map(([key, group]) => ({ key, group, oldest: group.oldest() }))
+      .filter(({ group, oldest }) => group.rows > 0 && oldest !== Infinity)
+      .sort((a, b) => a.oldest - b.oldest);
+    for (const { key, group, oldest } of groups) {
+      if (this.idle.length === 0) break;
+      const target = this.readyBatchRows(group.rows, now - oldest);
+      if (target === 0) {
+        nextWake = Math.min(nextWake, oldest + this.policy.maxQueueDelayUs / 1000);
+        continue;
+      }
+      this.dispatch(this.idle.shift() as BatchRunner, this.takeBatch(group, target));
+      if (group.rows === 0) this.groups.delete(key);
+      // The group may still hold a ready batch for another idle instance.
+      if (group.rows > 0 && this.idle.length > 0) {
+        this.schedule();
+        return;
+      }
+    }
+    this.armWakeTimer(this.idle.length > 0 ? nextWake : Infinity);
+  }
+
+  /**
+   * How many rows to take now, or 0 to keep waiting: a full batch, else the largest preferred
+   * size reached, else everything that fits once the oldest request's delay has run out.
+   */
+  private readyBatchRows(queuedRows: number, oldestWaitMs: number): number {
+    const { maxBatchSize, preferredBatchSizes, maxQueueDelayUs } = this.policy;
+    if (maxBatchSize === 0) return 1;
+    if (queuedRows >= maxBatchSize) return maxBatchSize;
+    let preferred = 0;
+    for (const size of preferredBatchSizes) if (size <= queuedRows && size > preferred) preferred = size;
+    if (preferred > 0) return preferred;
+    return oldestWaitMs * 1000 >= maxQueueDelayUs ? maxBatchSize : 0;
+  }
+
+  /** Takes requests in priority, then arrival, order while they fit in `targetRows`. */
+  private takeBatch(group: ShapeGroup, targetRows: number): Pending[] {
+    const batch: Pending[] = [];
+    let rows = 0;
+    for (const level of group.levels) {
+      for (;;) {
+        const head = level.peek();
+        if (!head) break;
+        if (head.state === 'done') {
+          level.shift();
+          continue;
+        }
+        if (batch.length > 0 && rows + head.rows > targetRows) break;
+        level.shift();
+        batch.push(head);
+        rows += head.rows;
+        if (this.policy.maxBatchSize === 0) break;
+      }
+      if (rows >= targetRows || (this.policy.maxBatchSize === 0 && batch.length > 0)) break;
+    }
+    group.rows -= rows;
+    this.queuedRows -= rows;
+    this.observer.queueChanged?.(this.queuedRows);
+    return batch;
+  }
+
+  private dispatch(runner: BatchRunner, batch: Pending[]): void {
+    const dispatchedAt = this.clock.now();
+    for (const pending of batch) {
+      this.settle(pending);
+      pending.state = 'running';
+    }
+    this.running += 1;
+    this.observer.busyChanged?.(this.busyInstances, this.runners.length);
+    void this.execute(runner, batch, dispatchedAt).finally(() => {
+      this.running -= 1;
+      if (this.runners.includes(runner)) this.idle.push(runner);
+      this.observer.busyChanged?.(this.busyInstances, this.runners.length);
+      this.notifyIfDrained();
+      this.schedule();
+    });
+  }
+
+  private async execute(runner: BatchRunner, batch: readonly Pending[], dispatchedAt: number): Promise<void> {
+    const rows = batch.reduce((total, pending) => total + pending.rows, 0);
+    try {
+      const { responses, timings } = await runner.run(batch.map((pending) => pending.request));
+      this.observer.batchExecuted?.(rows, timings, runner.id);
+      batch.forEach((pending, index) =>
+        this.finish(
+          pending,
+          { response: responses[index], timings, batchRows: rows, instanceId: runner.id },
+          dispatchedAt,
+        ),
+      );
+    } catch (error) {
+      if (batch.length === 1) {
+        (batch[0] as Pending).state = 'done';
+        (batch[0] as Pending).reject(error);
+        return;
+      }
+      // One bad request must not fail its batch-mates: run each alone, so only it fails.
+      for (const pending of batch) {
+        try {
+          const { responses, timings } = await runner.run([pending.request]);
+          this.observer.batchExecuted?.(pending.rows, timings, runner.id);
+          this.finish(
+            pending,
+            { response: responses[0], timings, batchRows: pending.rows, instanceId: runner.id },
+            dispatchedAt,
+          );
+        } catch (soloError) {
+          pending.state = 'done';
+          pending.reject(soloError);
+        }
+      }
+    }
+  }
+
+  private finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
+    pending.state = 'done';
+    pending.resolve({ ...result, queueNs: Math.round((dispatchedAt - pending.enqueuedAt) * 1e6) });
+  }
+
+  private armWakeTimer(at: number): void {
+    if (at === this.wakeAt) return;
+    if (this.wakeTimer !== undefined) this.clock.clearTimeout(this.wakeTimer);
+    this.wakeTimer = undefined;
+    this.wakeAt = at;
+    if (at === Infinity) return;
+    this.wakeTimer = this.clock.setTimeout(
+      () => {
+        this.wakeTimer = undefined;
+        this.wakeAt = Infinity;
+        this.schedule();
+      },
+      Math.max(0, at - this.clock.now()),
+    );
+  }
+
+  private notifyIfDrained(): void {
+    if (this.queuedRows !== 0 || this.running !== 0) return;
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}
+
+function effectiveTimeout(defaultUs: number, requestedUs: number | undefined): number {
+  if (requestedUs === undefined || requestedUs <= 0) return defaultUs;
+  return defaultUs > 0 ? Math.min(defaultUs, requestedUs) : requestedUs;
+}

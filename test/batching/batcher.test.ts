@@ -1,0 +1,273 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import FakeTimers from '@sinonjs/fake-timers';
+import { Batcher, type BatchingPolicy, type SubmitOptions, type SubmitResult } from '../../src/batching/batcher.js';
+import type { BatchRunner, BatchTimings } from '../../src/batching/batch-runner.js';
+import type { Clock } from '../../src/batching/clock.js';
+import type { HandlerRequest } from '../../src/handlers/types.js';
+import { InferenceInputError } from '../../src/errors.js';
+
+const TIMINGS: BatchTimings = { computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 };
+
+/**
+ * A real BatchRunner whose forward pass is "double each value", and which completes only
+ * when the test releases it, so the test controls when an instance frees. A request whose
+ * body is "poison" makes the whole pass throw, like a bad input would.
+ */
+class GatedRunner implements BatchRunner {
+  readonly device = 'test';
+  readonly batches: number[][] = [];
+  private gates: (() => void)[] = [];
+  constructor(
+    readonly id: string,
+    private readonly gated = true,
+  ) {}
+
+  async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
+    const values = requests.map(valueOf);
+    this.batches.push(values);
+    if (this.gated) await new Promise<void>((resolve) => this.gates.push(resolve));
+    if (requests.some((request) => request.body?.toString() === 'poison')) throw new InferenceInputError('poisoned');
+    return { responses: values.map((value) => value * 2), timings: TIMINGS };
+  }
+
+  /** Lets the oldest running batch finish. */
+  release(): void {
+    this.gates.shift()?.();
+  }
+}
+
+const valueOf = (request: HandlerRequest): number => Number(request.body?.toString());
+const req = (value: number | string): HandlerRequest => ({ body: Buffer.from(String(value)) });
+
+function setup(policy: Partial<BatchingPolicy>, runners: BatchRunner[] = [new GatedRunner('i0')]) {
+  const fake = FakeTimers.createClock(0);
+  const clock: Clock = {
+    now: () => fake.now,
+    setTimeout: (callback, ms) => fake.setTimeout(callback, ms),
+    clearTimeout: (handle) => fake.clearTimeout(handle as FakeTimers.TimerId),
+  };
+  const batcher = new Batcher(
+    runners,
+    {
+      maxBatchSize: 8,
+      maxQueueDelayUs: 5_000,
+      preferredBatchSizes: [],
+      maxQueueSize: 100,
+      defaultTimeoutUs: 0,
+      priorityLevels: 1,
+      ...policy,
+    },
+    {},
+    clock,
+  );
+  const submit = (value: number | string, options: Partial<SubmitOptions> = {}): Promise<SubmitResult> =>
+    batcher.submit(req(value), { rows: 1, shapeKey: 'a', ...options });
+  return { fake, batcher, submit, runner: runners[0] as GatedRunner };
+}
+
+/** Lets promise callbacks run (the runner is async). */
+const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+test('a full batch is dispatched at once, without waiting for the delay', async () => {
+  const { submit, runner } = setup({ maxBatchSize: 4 });
+  const results = [1, 2, 3, 4].map((v) => submit(v));
+  await settle();
+  assert.deepEqual(runner.batches, [[1, 2, 3, 4]]);
+  runner.release();
+  assert.deepEqual(
+    (await Promise.all(results)).map((r) => r.response),
+    [2, 4, 6, 8],
+  );
+  assert.ok((await results[0])?.batchRows === 4);
+});
+
+test('a partial batch waits until the oldest request has waited max_queue_delay', async () => {
+  const { fake, submit, runner } = setup({ maxQueueDelayUs: 5_000 });
+  const first = submit(1);
+  fake.tick(3);
+  const second = submit(2);
+  fake.tick(1.9);
+  await settle();
+  assert.deepEqual(runner.batches, [], 'nothing before 5 ms');
+  fake.tick(0.1);
+  await settle();
+  assert.deepEqual(runner.batches, [[1, 2]], 'dispatched 5 ms after the oldest, not the newest');
+  runner.release();
+  assert.equal((await first).queueNs, 5_000_000);
+  assert.equal((await second).queueNs, 2_000_000);
+});
+
+test('a preferred batch size is dispatched at once', async () => {
+  const { submit, runner } = setup({ maxBatchSize: 8, preferredBatchSizes: [2, 6], maxQueueDelayUs: 1_000_000 });
+  void submit(1);
+  await settle();
+  assert.deepEqual(runner.batches, []);
+  void submit(2);
+  await settle();
+  assert.deepEqual(runner.batches, [[1, 2]]);
+});
+
+test('delay 0 still batches under load: whatever queued while the instance was busy goes together', async () => {
+  const { submit, runner } = setup({ maxQueueDelayUs: 0 });
+  const results = [submit(1)];
+  await settle();
+  assert.deepEqual(runner.batches, [[1]], 'an idle instance takes the first request alone');
+  results.push(submit(2), submit(3), submit(4));
+  await settle();
+  assert.equal(runner.batches.length, 1, 'queued while busy');
+  runner.release();
+  await settle();
+  assert.deepEqual(runner.batches, [[1], [2, 3, 4]]);
+  runner.release();
+  assert.deepEqual(
+    (await Promise.all(results)).map((r) => r.response),
+    [2, 4, 6, 8],
+  );
+});
+
+test('requests of different shapes are never stacked together', async () => {
+  const { fake, submit, runner } = setup({ maxBatchSize: 8 }, [new GatedRunner('i0', false)]);
+  const results = [submit(1, { shapeKey: 'a' }), submit(2, { shapeKey: 'b' }), submit(3, { shapeKey: 'a' })];
+  fake.tick(5);
+  await settle();
+  await settle();
+  assert.deepEqual(runner.batches, [[1, 3], [2]]);
+  assert.deepEqual(
+    (await Promise.all(results)).map((r) => r.response),
+    [2, 4, 6],
+  );
+});
+
+test('a multi-row request counts its rows; one larger than max_batch_size is refused', async () => {
+  const { submit, runner } = setup({ maxBatchSize: 4 });
+  void submit(1, { rows: 3 });
+  await settle();
+  assert.deepEqual(runner.batches, [], '3 rows of 4: waits for more');
+  void submit(2, { rows: 2 });
+  await settle();
+  assert.deepEqual(runner.batches, [[1]], '5 rows queued ≥ 4: the 3-row request goes; the 2-row one would overflow it');
+  runner.release();
+  void submit(3, { rows: 2 });
+  await settle();
+  assert.deepEqual(runner.batches, [[1], [2, 3]], 'two 2-row requests fill a batch of 4');
+  await assert.rejects(submit(4, { rows: 5 }), { code: 'BS_ERR_BATCH_TOO_LARGE' });
+});
+
+test('the queue cap refuses with 503 "Exceeds maximum queue size"', async () => {
+  const { submit } = setup({ maxQueueSize: 3, maxQueueDelayUs: 1_000_000, maxBatchSize: 8 });
+  void submit(1, { rows: 2 });
+  void submit(2);
+  await assert.rejects(submit(3), (error: Error & { code: string; httpStatus: number }) => {
+    assert.equal(error.code, 'BS_ERR_QUEUE_FULL');
+    assert.equal(error.httpStatus, 503);
+    assert.equal(error.message, 'Exceeds maximum queue size');
+    return true;
+  });
+});
+
+test('a request that expires while queued is answered at that moment, not when an instance frees', async () => {
+  const { fake, submit, runner } = setup({ maxQueueDelayUs: 0, defaultTimeoutUs: 50_000 });
+  const running = submit(1);
+  await settle();
+  const waiting = submit(2, { timeoutUs: 10_000 });
+  const longer = submit(3, { timeoutUs: 900_000 }); // may only shorten: the default 50 ms applies
+  let outcome = 'pending';
+  waiting.catch((error: { code: string }) => (outcome = error.code));
+  fake.tick(9.9);
+  await settle();
+  assert.equal(outcome, 'pending');
+  fake.tick(0.1);
+  await settle();
+  assert.equal(outcome, 'BS_ERR_QUEUE_TIMEOUT', 'rejected at 10 ms while the instance is still busy');
+  fake.tick(40);
+  await assert.rejects(longer, { code: 'BS_ERR_QUEUE_TIMEOUT', message: 'Request timeout expired' });
+  runner.release();
+  assert.equal((await running).response, 2);
+  assert.deepEqual(runner.batches, [[1]], 'expired requests never ran');
+});
+
+test('a request whose client went away is dropped from the queue and never runs', async () => {
+  const { submit, runner, batcher } = setup({ maxQueueDelayUs: 0 });
+  const running = submit(1);
+  await settle();
+  const controller = new AbortController();
+  const gone = submit(2, { signal: controller.signal });
+  const stays = submit(3);
+  controller.abort();
+  await assert.rejects(gone, { code: 'BS_ERR_REQUEST_CANCELLED' });
+  assert.equal(batcher.rowsQueued, 1);
+  runner.release();
+  await settle();
+  runner.release();
+  await Promise.all([running, stays]);
+  assert.deepEqual(runner.batches, [[1], [3]]);
+});
+
+test('a poisoned request fails alone; its batch-mates are retried one by one and succeed', async () => {
+  const runner = new GatedRunner('i0', false);
+  const { submit } = setup({ maxBatchSize: 3 }, [runner]);
+  const results = await Promise.allSettled([submit(1), submit('poison'), submit(3)]);
+  assert.deepEqual(
+    results.map((r) => (r.status === 'fulfilled' ? r.value.response : (r.reason as { code: string }).code)),
+    [2, 'BS_ERR_INFERENCE_INPUT', 6],
+  );
+  assert.equal(runner.batches.length, 4, 'one failed batch, then three solo passes');
+});
+
+test('priority level 1 is served before lower levels', async () => {
+  const { submit, runner } = setup({ maxBatchSize: 2, maxQueueDelayUs: 0, priorityLevels: 2 });
+  void submit(1);
+  await settle();
+  void submit(2, { priority: 2 });
+  void submit(3, { priority: 2 });
+  void submit(4, { priority: 1 });
+  runner.release();
+  await settle();
+  assert.deepEqual(runner.batches[1], [4, 2]);
+});
+
+test('max_batch_size 0: one request per forward pass, no waiting', async () => {
+  const runner = new GatedRunner('i0', false);
+  const { submit } = setup({ maxBatchSize: 0, maxQueueDelayUs: 1_000_000 }, [runner]);
+  await Promise.all([submit(1, { rows: 3 }), submit(2)]);
+  assert.deepEqual(runner.batches, [[1], [2]]);
+});
+
+test('instances run batches concurrently, and drained() waits for every admitted request', async () => {
+  const runners = [new GatedRunner('i0'), new GatedRunner('i1')];
+  const { submit, batcher } = setup({ maxBatchSize: 2, maxQueueDelayUs: 0 }, runners);
+  const results = [1, 2, 3, 4, 5].map((v) => submit(v));
+  await settle();
+  assert.deepEqual(
+    runners.map((r) => r.batches),
+    [[[1]], [[2]]],
+  );
+  let drained = false;
+  void batcher.drained().then(() => (drained = true));
+  for (let round = 0; round < 3; round++) {
+    runners.forEach((r) => r.release());
+    await settle();
+  }
+  await Promise.all(results);
+  await settle();
+  assert.equal(drained, true);
+  assert.deepEqual(
+    runners
+      .flatMap((r) => r.batches)
+      .flat()
+      .sort(),
+    [1, 2, 3, 4, 5],
+  );
+});
+
+test('reconfigure changes batching live', async () => {
+  const { submit, runner, batcher } = setup({ maxBatchSize: 8, maxQueueDelayUs: 1_000_000 });
+  void submit(1);
+  void submit(2);
+  await settle();
+  assert.deepEqual(runner.batches, []);
+  batcher.reconfigure({ ...batcher.batchingPolicy, maxBatchSize: 2 });
+  await settle();
+  assert.deepEqual(runner.batches, [[1, 2]]);
+});
