@@ -133,6 +133,11 @@ export class ModelNotFoundError extends BatchserveError {
   override readonly httpStatus = 404;
 }
 
+export class ModelConflictError extends BatchserveError {
+  override readonly code = 'BS_ERR_MODEL_EXISTS';
+  override readonly httpStatus = 409;
+}
+
 export class ModelNotReadyError extends BatchserveError {
   override readonly code = 'BS_ERR_MODEL_NOT_READY';
   override readonly httpStatus = 503;
@@ -221,6 +226,7 @@ export const errorClasses = [
   HandlerInvalidError,
   InferenceInputError,
   ModelNotFoundError,
+  ModelConflictError,
   ModelNotReadyError,
   BatchTooLargeError,
   QueueFullError,

@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { BatchserveError } from '../errors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { registerModelArchive } from './model-archive.js';
+import { registerServe } from './serve-command.js';
 
 /** Exit code for bugs: an error no command expected. */
 const EXIT_INTERNAL = 70;
@@ -19,9 +20,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     .configureOutput({ outputError: (text, write) => write(`batchserve: ${text.replace(/^error: /, '')}`) })
     .showSuggestionAfterError();
   registerModelArchive(program);
+  registerServe(program);
   try {
     await program.parseAsync([...argv], { from: 'user' });
-    return 0;
+    // A long-running command (serve) sets its own exit code when it stops.
+    return Number(process.exitCode ?? 0);
   } catch (error) {
     return exitCodeFor(error);
   }

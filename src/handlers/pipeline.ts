@@ -1,3 +1,4 @@
+import type { BatchTimings } from '../batching/batch-runner.js';
 import { HandlerInvalidError } from '../errors.js';
 import { BUILTIN_HANDLERS } from './load.js';
 import type { Handler, HandlerContext, HandlerRequest } from './types.js';
@@ -14,13 +15,33 @@ export async function runBatch(
   requests: readonly HandlerRequest[],
   context: HandlerContext,
 ): Promise<unknown[]> {
+  return (await runBatchTimed(handler, requests, context)).responses;
+}
+
+/** runBatch, with the time each hook took (Triton's compute_input / infer / output). */
+export async function runBatchTimed(
+  handler: Handler,
+  requests: readonly HandlerRequest[],
+  context: HandlerContext,
+): Promise<{ responses: unknown[]; timings: BatchTimings }> {
+  const start = process.hrtime.bigint();
   const inputs = await handler.preprocess(requests, context);
+  const inferStart = process.hrtime.bigint();
   const outputs = await handler.inference(inputs, context);
+  const outputStart = process.hrtime.bigint();
   const responses = await handler.postprocess(outputs, requests, context);
+  const end = process.hrtime.bigint();
   if (!Array.isArray(responses) || responses.length !== requests.length) {
     throw new HandlerInvalidError(
       `postprocess returned ${Array.isArray(responses) ? responses.length : typeof responses} responses for ${requests.length} requests`,
     );
   }
-  return responses;
+  return {
+    responses,
+    timings: {
+      computeInputNs: Number(inferStart - start),
+      computeInferNs: Number(outputStart - inferStart),
+      computeOutputNs: Number(end - outputStart),
+    },
+  };
 }

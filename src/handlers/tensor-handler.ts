@@ -2,7 +2,7 @@ import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../errors.js';
 import type { TensorSpec } from '../config/model-config.js';
 import { ortTypeOf } from '../runtime/datatypes.js';
-import { checkTensor, rowsOf, splitRows, stackRows, type TensorMap } from '../runtime/tensors.js';
+import { checkRequestTensors, rowsOf, splitRows, stackRows, type TensorMap } from '../runtime/tensors.js';
 import type { Handler, HandlerContext, HandlerRequest } from './types.js';
 
 /**
@@ -30,18 +30,7 @@ export const tensorHandler: Handler = {
 /** The tensors of one request, checked against the served inputs. */
 export function requestTensors(request: HandlerRequest, { config }: HandlerContext): TensorMap {
   const tensors = request.inputs ?? tensorsFromJsonBody(request, config.inputs);
-  for (const spec of config.inputs) {
-    const tensor = tensors[spec.name];
-    if (!tensor) throw new InferenceInputError(`input "${spec.name}" is missing`);
-    checkTensor(tensor, spec);
-  }
-  for (const name of Object.keys(tensors)) {
-    if (!config.inputs.some((spec) => spec.name === name)) {
-      throw new InferenceInputError(
-        `unknown input "${name}" (the model takes ${config.inputs.map((s) => s.name).join(', ')})`,
-      );
-    }
-  }
+  checkRequestTensors(tensors, config.inputs);
   return tensors;
 }
 

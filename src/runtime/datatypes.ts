@@ -51,3 +51,28 @@ export function ortTypeOf(datatype: Datatype): Tensor.Type {
 export function datatypeOfOrtType(ortType: string): Datatype | undefined {
   return DATATYPE_OF.get(ortType);
 }
+
+type NumericOrtType = Exclude<Tensor.Type, 'string'>;
+
+const TYPED_ARRAY_OF: Record<NumericOrtType, new (length: number) => Exclude<Tensor.DataType, string[]>> = {
+  bool: Uint8Array,
+  uint8: Uint8Array,
+  int8: Int8Array,
+  uint16: Uint16Array,
+  int16: Int16Array,
+  uint32: Uint32Array,
+  int32: Int32Array,
+  uint64: BigUint64Array,
+  int64: BigInt64Array,
+  float16: Uint16Array,
+  float32: Float32Array,
+  float64: Float64Array,
+  uint4: Uint8Array,
+  int4: Int8Array,
+};
+
+/** Zeroed tensor data of `length` elements in the typed array onnxruntime expects for `type`. */
+export function allocateTensorData(type: Tensor.Type, length: number): Tensor.DataType {
+  if (type === 'string') return new Array<string>(length).fill('');
+  return new TYPED_ARRAY_OF[type](length);
+}

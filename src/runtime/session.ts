@@ -2,23 +2,29 @@ import ort from 'onnxruntime-node';
 import { ModelLoadError } from '../errors.js';
 import type { ModelConfig, TensorSpec } from '../config/model-config.js';
 import { datatypeOfOrtType } from './datatypes.js';
+import { fixFor, providersFor } from './devices.js';
 
 export interface ModelSignature {
   readonly inputs: readonly TensorSpec[];
   readonly outputs: readonly TensorSpec[];
 }
 
-export type SessionOptions = Pick<ModelConfig, 'runtime'>;
+export type SessionOptions = Pick<ModelConfig, 'runtime'> & {
+  /** A config device (cpu, webgpu, cuda[:N], tensorrt[:N]); default cpu. */
+  readonly device?: string;
+};
 
-/** Opens an onnxruntime CPU session on a model file or its bytes. */
+/** Opens an onnxruntime session on a model file or its bytes, on the given device. */
 export async function createSession(
   model: string | Uint8Array,
-  { runtime }: SessionOptions,
+  { runtime, device = 'cpu' }: SessionOptions,
   source = typeof model === 'string' ? model : 'model',
 ): Promise<ort.InferenceSession> {
   const options: ort.InferenceSession.SessionOptions = {
-    executionProviders: ['cpu'],
+    executionProviders: providersFor(device).providers,
     graphOptimizationLevel: runtime.graph_optimization_level,
+    // Errors reach the caller as exceptions; onnxruntime's own log would repeat them on stderr.
+    logSeverityLevel: 4,
   };
   if (runtime.intra_op_threads > 0) options.intraOpNumThreads = runtime.intra_op_threads;
   if (runtime.inter_op_threads > 0) options.interOpNumThreads = runtime.inter_op_threads;
@@ -27,7 +33,11 @@ export async function createSession(
       ? await ort.InferenceSession.create(model, options)
       : await ort.InferenceSession.create(model, options);
   } catch (error) {
-    throw new ModelLoadError(`onnxruntime cannot load ${source}: ${firstLine(error)}`, { cause: error });
+    const fix = device === 'cpu' ? undefined : fixFor(device);
+    throw new ModelLoadError(
+      `onnxruntime cannot load ${source} on ${device}: ${firstLine(error)}${fix ? ` — ${fix}` : ''}`,
+      { cause: error },
+    );
   }
 }
 

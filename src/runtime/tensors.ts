@@ -36,6 +36,50 @@ export function checkTensor(tensor: ort.Tensor, spec: TensorSpec): void {
   });
 }
 
+/** Checks a request's tensors against every served input: none missing, none unknown. */
+export function checkRequestTensors(tensors: TensorMap, inputs: readonly TensorSpec[]): void {
+  for (const spec of inputs) {
+    const tensor = tensors[spec.name];
+    if (!tensor) throw new InferenceInputError(`input "${spec.name}" is missing`);
+    checkTensor(tensor, spec);
+  }
+  for (const name of Object.keys(tensors)) {
+    if (!inputs.some((spec) => spec.name === name)) {
+      throw new InferenceInputError(
+        `unknown input "${name}" (the model takes ${inputs.map((spec) => spec.name).join(', ')})`,
+      );
+    }
+  }
+}
+
+/**
+ * How a checked request joins the batcher: the rows it adds (its batch dimension, the same
+ * for every input) and a key that only requests with the same non-batch dimensions share.
+ */
+export function batchPlacement(
+  tensors: TensorMap,
+  inputs: readonly TensorSpec[],
+  batching: boolean,
+): { rows: number; shapeKey: string } {
+  let rows = 1;
+  let shapeKey = '';
+  inputs.forEach((spec, index) => {
+    const dims = (tensors[spec.name] as ort.Tensor).dims;
+    if (batching) {
+      const inputRows = dims[0] as number;
+      if (index > 0 && inputRows !== rows) {
+        throw new InferenceInputError(
+          `inputs disagree on the batch dimension: "${spec.name}" has ${inputRows} rows, "${inputs[0]?.name}" has ${rows}`,
+        );
+      }
+      rows = inputRows;
+    }
+    shapeKey += `${index === 0 ? '' : '|'}${(batching ? dims.slice(1) : dims).join('x')}`;
+  });
+  if (batching && rows < 1) throw new InferenceInputError('the batch dimension must be at least 1');
+  return { rows, shapeKey };
+}
+
 /**
  * Stacks tensors along the first dimension into one preallocated buffer. All must share
  * datatype and non-batch dimensions; the batcher groups requests so that they do.

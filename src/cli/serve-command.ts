@@ -1,0 +1,38 @@
+import type { Command } from 'commander';
+import type { ServeCommandOptions } from './serve.js';
+
+const list = (value: string, previous: string[] = []): string[] => [
+  ...previous,
+  ...value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean),
+];
+
+/** Flags only: the server's modules load when the command runs. */
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('serve model archives with dynamic batching (KServe v2, TorchServe routes, management, metrics)')
+    .option(
+      '--models <name=path.mar...>',
+      'models to load (comma-separated or repeated); "all" loads the model store',
+      list,
+    )
+    .option('--model-store <dir>', 'folder of archives for --models all and register-by-name')
+    .option('--config <server.yaml>', 'server config file; flags override it')
+    .option('--host <address>', 'address every API binds to (default 127.0.0.1)')
+    .option('--port <port>', 'inference port (default 8080; 0 picks a free one)')
+    .option('--management-port <port>', 'management port (default 8081)')
+    .option('--metrics-port <port>', 'metrics port (default 8082)')
+    .option('--device <device>', "override every model's device: cpu, auto, webgpu, cuda[:N], tensorrt[:N]")
+    .option('--max-request-size <bytes>', 'largest request body (default 64 MiB)')
+    .option('--drain-timeout <duration>', 'how long SIGTERM waits for admitted requests (default 30s)')
+    .option('--log-level <level>', 'debug, info, warn, error or silent (default info)')
+    .option('--key-file <path>', 'where the generated management token is written (default ./batchserve.key)')
+    .option('--no-auth', 'disable the management API token (a warning is logged)')
+    .action(async (options: ServeCommandOptions) => {
+      const { runServe } = await import('./serve.js');
+      process.exitCode = await runServe(options);
+    });
+}

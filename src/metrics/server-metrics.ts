@@ -1,0 +1,199 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * 50µs to 10s in 1-2-5 steps: a small model's forward pass on CPU sits near the bottom, a
+ * queued request under overload near the top, and p99 needs buckets on both sides of it.
+ */
+const DURATION_BUCKETS = [
+  0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10,
+];
+
+/** Powers of two up to 1024: the sizes a dynamic batcher is usually configured to prefer. */
+const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+
+/** The children of one (model, version), resolved once so the hot path skips prom-client's label handling. */
+interface ModelSeries {
+  /** One counter child per HTTP status seen. */
+  readonly requests: Map<number, Counter.Internal>;
+  readonly requestDuration: Histogram.Internal<string>;
+  readonly queueDuration: Histogram.Internal<string>;
+  readonly computeDuration: Histogram.Internal<string>;
+  readonly batchCompute: Histogram.Internal<string>;
+  readonly batchSize: Histogram.Internal<string>;
+  readonly queueRows: Gauge.Internal<string>;
+  readonly instancesBusy: Gauge.Internal<string>;
+  readonly instances: Gauge.Internal<string>;
+  /** The device of the load gauge series, so unloading can remove exactly that one. */
+  loadDevice: string | undefined;
+}
+
+/** The server's Prometheus metrics, on a registry of its own so several servers can share a process. */
+export class ServerMetrics {
+  readonly registry = new Registry();
+  readonly contentType: string = this.registry.contentType;
+
+  readonly #requests = new Counter({
+    name: 'batchserve_requests_total',
+    help: 'Inference requests finished, any protocol, by HTTP status code, in requests.',
+    labelNames: ['model', 'version', 'status'],
+    registers: [this.registry],
+  });
+  readonly #requestDuration = new Histogram({
+    name: 'batchserve_request_duration_seconds',
+    help: 'Time from receiving an inference request to finishing its response, in seconds.',
+    labelNames: ['model', 'version'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #queueDuration = new Histogram({
+    name: 'batchserve_queue_duration_seconds',
+    help: 'Time a request waited in the batching queue before its batch started, in seconds.',
+    labelNames: ['model', 'version'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #computeDuration = new Histogram({
+    name: 'batchserve_compute_duration_seconds',
+    help: 'Forward pass of the batch a request ran in, pre- and post-processing included, counted once per request, in seconds.',
+    labelNames: ['model', 'version'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #batchCompute = new Histogram({
+    name: 'batchserve_batch_compute_duration_seconds',
+    help: 'Forward pass of one batch, pre- and post-processing included, counted once per batch, in seconds.',
+    labelNames: ['model', 'version'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #batchSize = new Histogram({
+    name: 'batchserve_batch_size',
+    help: 'Rows per forward pass (the batch size), counted once per batch, in rows.',
+    labelNames: ['model', 'version'],
+    buckets: BATCH_SIZE_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #queueRows = new Gauge({
+    name: 'batchserve_queue_rows',
+    help: 'Rows waiting in the batching queue, in rows.',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
+  readonly #instancesBusy = new Gauge({
+    name: 'batchserve_instances_busy',
+    help: 'Model instances running a forward pass now, in instances.',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
+  readonly #instances = new Gauge({
+    name: 'batchserve_instances',
+    help: 'Model instances loaded, busy or idle, in instances.',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
+  readonly #modelLoad = new Gauge({
+    name: 'batchserve_model_load_seconds',
+    help: 'Time the last load of a model version took on its device, in seconds.',
+    labelNames: ['model', 'version', 'device'],
+    registers: [this.registry],
+  });
+
+  /** model → version → series; nested so a lookup builds no key string. */
+  readonly #series = new Map<string, Map<string, ModelSeries>>();
+
+  constructor({ collectProcessMetrics = true }: { collectProcessMetrics?: boolean } = {}) {
+    if (collectProcessMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** One finished request, any protocol. status: HTTP status code. */
+  requestFinished(model: string, version: string, status: number, requestSeconds: number): void {
+    const series = this.#seriesOf(model, version);
+    let requests = series.requests.get(status);
+    if (requests === undefined) {
+      requests = this.#requests.labels(model, version, String(status));
+      series.requests.set(status, requests);
+    }
+    requests.inc();
+    series.requestDuration.observe(requestSeconds);
+  }
+
+  /** A request that left the queue (queue wait) and ran (compute = its batch's forward pass incl. pre/post-processing). */
+  requestTimings(model: string, version: string, queueSeconds: number, computeSeconds: number): void {
+    const series = this.#seriesOf(model, version);
+    series.queueDuration.observe(queueSeconds);
+    series.computeDuration.observe(computeSeconds);
+  }
+
+  /** One forward pass: its compute counted once per batch, where requestTimings counts it once per request served. */
+  batchExecuted(model: string, version: string, batchSize: number, computeSeconds: number): void {
+    const series = this.#seriesOf(model, version);
+    series.batchSize.observe(batchSize);
+    series.batchCompute.observe(computeSeconds);
+  }
+
+  setQueueDepth(model: string, version: string, rows: number): void {
+    this.#seriesOf(model, version).queueRows.set(rows);
+  }
+
+  setBusyInstances(model: string, version: string, busy: number, total: number): void {
+    const series = this.#seriesOf(model, version);
+    series.instancesBusy.set(busy);
+    series.instances.set(total);
+  }
+
+  modelLoaded(model: string, version: string, seconds: number, device: string): void {
+    const series = this.#seriesOf(model, version);
+    if (series.loadDevice !== undefined && series.loadDevice !== device) {
+      this.#modelLoad.remove(model, version, series.loadDevice);
+    }
+    series.loadDevice = device;
+    this.#modelLoad.labels(model, version, device).set(seconds);
+  }
+
+  /**
+   * Removes the version's gauge series: a gone model has no queue or instances, and a stale
+   * value would read as a live one. Counters and histograms stay, so rates over the window
+   * that covers the unload remain right.
+   */
+  modelUnloaded(model: string, version: string): void {
+    const versions = this.#series.get(model);
+    const series = versions?.get(version);
+    if (versions === undefined || series === undefined) return;
+    this.#queueRows.remove(model, version);
+    this.#instancesBusy.remove(model, version);
+    this.#instances.remove(model, version);
+    if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
+    versions.delete(version);
+    if (versions.size === 0) this.#series.delete(model);
+  }
+
+  /** The exposition text; serialization happens here, on scrape, never on the hot path. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  #seriesOf(model: string, version: string): ModelSeries {
+    let versions = this.#series.get(model);
+    if (versions === undefined) {
+      versions = new Map();
+      this.#series.set(model, versions);
+    }
+    let series = versions.get(version);
+    if (series === undefined) {
+      series = {
+        requests: new Map(),
+        requestDuration: this.#requestDuration.labels(model, version),
+        queueDuration: this.#queueDuration.labels(model, version),
+        computeDuration: this.#computeDuration.labels(model, version),
+        batchCompute: this.#batchCompute.labels(model, version),
+        batchSize: this.#batchSize.labels(model, version),
+        queueRows: this.#queueRows.labels(model, version),
+        instancesBusy: this.#instancesBusy.labels(model, version),
+        instances: this.#instances.labels(model, version),
+        loadDevice: undefined,
+      };
+      versions.set(version, series);
+    }
+    return series;
+  }
+}

@@ -1,0 +1,184 @@
+import { rm } from 'node:fs/promises';
+import type { ArchiveManifest } from '../archive/manifest.js';
+import { Batcher, type BatchingPolicy, type SubmitOptions, type SubmitResult } from '../batching/batcher.js';
+import type { CompleteModelConfig } from '../config/model-config.js';
+import { ModelNotReadyError, UsageError } from '../errors.js';
+import type { HandlerRequest } from '../handlers/types.js';
+import { ModelStatistics } from '../metrics/model-statistics.js';
+import type { ServerMetrics } from '../metrics/server-metrics.js';
+import type { ModelInstance } from '../runtime/model-instance.js';
+
+export type ModelState = 'ready' | 'unloading' | 'unloaded';
+
+/** Creates one more instance of a model (a session on a device), numbered `index`. */
+export type InstanceFactory = (index: number) => Promise<ModelInstance>;
+
+export interface LoadedModelParts {
+  readonly name: string;
+  readonly version: string;
+  readonly archivePath: string;
+  readonly manifest: ArchiveManifest;
+  readonly config: CompleteModelConfig;
+  readonly labels: readonly string[] | undefined;
+  readonly instances: readonly ModelInstance[];
+  readonly createInstance: InstanceFactory;
+  /** The extracted archive, removed on unload. */
+  readonly workDir: string;
+  readonly loadSeconds: number;
+  readonly metrics: ServerMetrics;
+}
+
+/** A model version that serves: its instances, its batcher and its statistics. */
+export class LoadedModel {
+  readonly name: string;
+  readonly version: string;
+  readonly archivePath: string;
+  readonly manifest: ArchiveManifest;
+  readonly labels: readonly string[] | undefined;
+  readonly loadSeconds: number;
+  readonly stats: ModelStatistics;
+  readonly loadedAt = new Date();
+  private currentConfig: CompleteModelConfig;
+  private instanceList: ModelInstance[];
+  private readonly batcher: Batcher;
+  private readonly parts: LoadedModelParts;
+  private modelState: ModelState = 'ready';
+
+  constructor(parts: LoadedModelParts) {
+    this.parts = parts;
+    this.name = parts.name;
+    this.version = parts.version;
+    this.archivePath = parts.archivePath;
+    this.manifest = parts.manifest;
+    this.labels = parts.labels;
+    this.loadSeconds = parts.loadSeconds;
+    this.currentConfig = parts.config;
+    this.instanceList = [...parts.instances];
+    this.stats = new ModelStatistics(parts.name, parts.version);
+    const { metrics } = parts;
+    this.batcher = new Batcher(this.instanceList, policyOf(parts.config), {
+      batchExecuted: (rows, timings) => {
+        this.stats.recordExecution(rows, timings);
+        const seconds = (timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e9;
+        metrics.batchExecuted(this.name, this.version, rows, seconds);
+      },
+      queueChanged: (rows) => metrics.setQueueDepth(this.name, this.version, rows),
+      busyChanged: (busy, total) => metrics.setBusyInstances(this.name, this.version, busy, total),
+    });
+    metrics.setBusyInstances(this.name, this.version, 0, this.instanceList.length);
+    metrics.modelLoaded(this.name, this.version, parts.loadSeconds, this.devices().join(','));
+  }
+
+  get state(): ModelState {
+    return this.modelState;
+  }
+
+  get config(): CompleteModelConfig {
+    return this.currentConfig;
+  }
+
+  get instances(): readonly ModelInstance[] {
+    return this.instanceList;
+  }
+
+  get queuedRows(): number {
+    return this.batcher.rowsQueued;
+  }
+
+  get busyInstances(): number {
+    return this.batcher.busyInstances;
+  }
+
+  devices(): string[] {
+    return [...new Set(this.instanceList.map((instance) => instance.device))];
+  }
+
+  /** Queues one request for batching; statistics record how it went. */
+  async infer(request: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
+    if (this.modelState !== 'ready') {
+      throw new ModelNotReadyError(`model ${this.name} version ${this.version} is ${this.modelState}`);
+    }
+    const start = process.hrtime.bigint();
+    try {
+      const result = await this.batcher.submit(request, options);
+      const { timings } = result;
+      this.stats.recordSuccess({
+        queueNs: result.queueNs,
+        ...timings,
+        totalNs: Number(process.hrtime.bigint() - start),
+      });
+      const computeSeconds = (timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e9;
+      this.parts.metrics.requestTimings(this.name, this.version, result.queueNs / 1e9, computeSeconds);
+      return result;
+    } catch (error) {
+      this.stats.recordFailure(Number(process.hrtime.bigint() - start));
+      throw error;
+    }
+  }
+
+  /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` of the running batcher. */
+  reconfigure(change: { maxBatchSize?: number; maxQueueDelayUs?: number }): void {
+    const config = this.currentConfig;
+    const maxBatchSize = change.maxBatchSize ?? config.max_batch_size;
+    if (maxBatchSize > 0 && config.max_batch_size === 0) {
+      throw new UsageError(`model ${this.name} does not batch (max_batch_size 0); its batch size cannot be raised`);
+    }
+    if (!Number.isSafeInteger(maxBatchSize) || maxBatchSize < 0) {
+      throw new UsageError(`batch size must be a non-negative integer, got ${maxBatchSize}`);
+    }
+    const maxQueueDelay = change.maxQueueDelayUs ?? config.dynamic_batching.max_queue_delay;
+    this.currentConfig = Object.freeze({
+      ...config,
+      max_batch_size: maxBatchSize,
+      dynamic_batching: Object.freeze({
+        ...config.dynamic_batching,
+        max_queue_delay: maxQueueDelay,
+        preferred_batch_sizes: config.dynamic_batching.preferred_batch_sizes.filter((size) => size <= maxBatchSize),
+      }),
+    });
+    this.batcher.reconfigure(policyOf(this.currentConfig));
+  }
+
+  /** Grows or shrinks the instances; removed ones finish their running batch first. */
+  async scale(count: number): Promise<void> {
+    if (!Number.isSafeInteger(count) || count < 1 || count > 64) {
+      throw new UsageError(`instance count must be from 1 to 64, got ${count}`);
+    }
+    const current = this.instanceList;
+    if (count > current.length) {
+      const added: ModelInstance[] = [];
+      for (let index = current.length; index < count; index++) added.push(await this.parts.createInstance(index));
+      this.instanceList = [...current, ...added];
+      this.batcher.setRunners(this.instanceList);
+    } else if (count < current.length) {
+      const removed = current.slice(count);
+      this.instanceList = current.slice(0, count);
+      this.batcher.setRunners(this.instanceList);
+      await this.batcher.drained();
+      await Promise.all(removed.map((instance) => instance.release()));
+    }
+  }
+
+  /** Stops taking requests, answers every admitted one, then frees the sessions. */
+  async unload(): Promise<void> {
+    if (this.modelState !== 'ready') return;
+    this.modelState = 'unloading';
+    await this.batcher.drained();
+    await Promise.all(this.instanceList.map((instance) => instance.release()));
+    await rm(this.parts.workDir, { recursive: true, force: true });
+    this.parts.metrics.modelUnloaded(this.name, this.version);
+    this.modelState = 'unloaded';
+  }
+}
+
+export function policyOf(config: CompleteModelConfig): BatchingPolicy {
+  const batching = config.dynamic_batching;
+  return {
+    maxBatchSize: config.max_batch_size,
+    maxQueueDelayUs: batching.max_queue_delay,
+    preferredBatchSizes: batching.preferred_batch_sizes,
+    maxQueueSize: batching.max_queue_size,
+    defaultTimeoutUs: batching.default_timeout,
+    priorityLevels: batching.priority_levels,
+  };
+}

@@ -1,0 +1,160 @@
+import ort from 'onnxruntime-node';
+import { InferenceInputError } from '../errors.js';
+import { ortTypeOf, type Datatype } from '../runtime/datatypes.js';
+
+/**
+ * The binary tensor layout of Triton's binary data extension: little-endian, row-major, no
+ * padding; BOOL one byte per element; BYTES a 4-byte little-endian length before each
+ * element's UTF-8 bytes. Typed arrays are read and written in host byte order, so this
+ * assumes a little-endian host, as every platform onnxruntime-node ships for is.
+ */
+
+type NumericArray =
+  | Uint8Array
+  | Int8Array
+  | Uint16Array
+  | Int16Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
+  | BigInt64Array
+  | Float32Array
+  | Float64Array;
+
+interface NumericArrayConstructor {
+  new (buffer: ArrayBuffer): NumericArray;
+  readonly BYTES_PER_ELEMENT: number;
+}
+
+const ARRAY_OF: Record<Exclude<Datatype, 'BYTES'>, NumericArrayConstructor> = {
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP16: Uint16Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
+};
+
+/** Bytes per element; 0 for BYTES, whose elements vary in size. */
+export function elementSize(datatype: Datatype): number {
+  return datatype === 'BYTES' ? 0 : ARRAY_OF[datatype].BYTES_PER_ELEMENT;
+}
+
+/**
+ * Builds a tensor from `body[start, end)`. Numeric data is copied once into a fresh buffer:
+ * a slice of the request body may sit at any offset, and typed arrays need aligned ones.
+ */
+export function readBinaryTensor(
+  name: string,
+  datatype: Datatype,
+  dims: readonly number[],
+  count: number,
+  body: Buffer,
+  start: number,
+  end: number,
+): ort.Tensor {
+  const size = end - start;
+  if (datatype === 'BYTES') {
+    return new ort.Tensor('string', readStrings(name, count, body, start, end), dims);
+  }
+  if (size !== count * elementSize(datatype)) {
+    throw new InferenceInputError(
+      `input "${name}": shape [${dims.join(', ')}] of ${datatype} needs ${count * elementSize(datatype)} bytes, got ${size}`,
+    );
+  }
+  const copy = new Uint8Array(size);
+  copy.set(body.subarray(start, end));
+  return new ort.Tensor(ortTypeOf(datatype), new ARRAY_OF[datatype](copy.buffer), dims);
+}
+
+/** Reads exactly `count` length-prefixed strings that fill `body[start, end)`. */
+function readStrings(name: string, count: number, body: Buffer, start: number, end: number): string[] {
+  const strings = new Array<string>(count);
+  let at = start;
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > end) {
+      throw new InferenceInputError(`input "${name}": BYTES data ends at element ${i} of ${count}`);
+    }
+    const length = body.readUInt32LE(at);
+    at += 4;
+    if (at + length > end) {
+      throw new InferenceInputError(
+        `input "${name}": BYTES element ${i} declares ${length} bytes, only ${end - at} remain`,
+      );
+    }
+    strings[i] = body.toString('utf8', at, at + length);
+    at += length;
+  }
+  if (at !== end) {
+    throw new InferenceInputError(`input "${name}": ${end - at} bytes left over after ${count} BYTES elements`);
+  }
+  return strings;
+}
+
+/** The tensor's binary form: a view of its data for numeric types, no copy. */
+export function binaryTensorBytes(tensor: ort.Tensor): Uint8Array {
+  if (tensor.type === 'string') return writeStrings(tensor.data as readonly string[]);
+  const data = tensor.data as NumericArray;
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
+
+function writeStrings(strings: readonly string[]): Buffer {
+  let size = 4 * strings.length;
+  for (const value of strings) size += Buffer.byteLength(value);
+  const bytes = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const value of strings) {
+    const length = bytes.write(value, at + 4);
+    bytes.writeUInt32LE(length, at);
+    at += 4 + length;
+  }
+  return bytes;
+}
+
+// --- IEEE 754 half precision -------------------------------------------------
+
+const float64 = new Float64Array(1);
+const float64Words = new Uint32Array(float64.buffer);
+const HALF_NAN = 0x7e00;
+/** Halfway between the largest half (65504) and 65536: from here on, round to infinity. */
+const HALF_OVERFLOW = 65520;
+const MIN_HALF_NORMAL = 2 ** -14;
+
+/** The half-precision bits nearest to `value`, rounding ties to even, straight from the double. */
+export function floatToHalf(value: number): number {
+  if (Number.isNaN(value)) return HALF_NAN;
+  const sign = value < 0 || Object.is(value, -0) ? 0x8000 : 0;
+  const magnitude = Math.abs(value);
+  if (magnitude >= HALF_OVERFLOW) return sign | 0x7c00;
+  // Subnormals count units of 2^-24; a result of 1024 carries into the exponent, as it should.
+  if (magnitude < MIN_HALF_NORMAL) return sign | roundHalfToEven(magnitude * 2 ** 24);
+  float64[0] = magnitude;
+  const exponent = ((float64Words[1] as number) >>> 20) - 1023;
+  // 11 significant bits; a mantissa that rounds up to 2048 carries into the exponent.
+  const significand = roundHalfToEven(magnitude * 2 ** (10 - exponent));
+  return sign | (((exponent + 15) << 10) + significand - 1024);
+}
+
+/** Scaling by a power of two is exact, so `value - floor` is the exact fraction. */
+function roundHalfToEven(value: number): number {
+  const floor = Math.floor(value);
+  const fraction = value - floor;
+  return fraction > 0.5 || (fraction === 0.5 && floor % 2 === 1) ? floor + 1 : floor;
+}
+
+const HALF_SCALE = Float64Array.from({ length: 32 }, (_, exponent) => 2 ** (exponent - 25));
+
+export function halfToFloat(bits: number): number {
+  const exponent = (bits >>> 10) & 0x1f;
+  const mantissa = bits & 0x3ff;
+  const sign = bits & 0x8000 ? -1 : 1;
+  if (exponent === 0) return sign * mantissa * 2 ** -24;
+  if (exponent === 31) return mantissa === 0 ? sign * Infinity : NaN;
+  return sign * (1024 + mantissa) * (HALF_SCALE[exponent] as number);
+}

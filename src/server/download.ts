@@ -1,0 +1,45 @@
+import { createWriteStream } from 'node:fs';
+import { rename, rm, stat } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { Transform } from 'node:stream';
+import { request } from 'undici';
+import { defaultArchiveLimits } from '../archive/limits.js';
+import { ModelConflictError, ModelLoadError, UsageError } from '../errors.js';
+
+/**
+ * Fetches an allow-listed archive URL into the model store. The file appears under its
+ * final name only when complete; its size is capped like any archive's.
+ */
+export async function downloadArchive(url: string, store: string): Promise<string> {
+  const name = basename(new URL(url).pathname);
+  if (!name.endsWith('.mar')) throw new UsageError(`the URL must name a .mar file, got ${url}`);
+  const target = join(store, name);
+  if (await stat(target).catch(() => undefined)) {
+    throw new ModelConflictError(`${name} is already in the model store; register it by name`);
+  }
+  const partial = `${target}.partial-${process.pid}`;
+  const response = await request(url, { headersTimeout: 30_000, bodyTimeout: 60_000 }).catch((error: Error) => {
+    throw new ModelLoadError(`cannot fetch ${url}: ${error.message}`);
+  });
+  if (response.statusCode !== 200) {
+    await response.body.dump();
+    throw new ModelLoadError(`cannot fetch ${url}: HTTP ${response.statusCode}`);
+  }
+  let received = 0;
+  const limit = defaultArchiveLimits.maxTotalBytes;
+  const cap = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      received += chunk.length;
+      callback(received > limit ? new ModelLoadError(`${url} is larger than ${limit} bytes`) : null, chunk);
+    },
+  });
+  try {
+    await pipeline(response.body, cap, createWriteStream(partial, { mode: 0o644 }));
+    await rename(partial, target);
+  } catch (error) {
+    await rm(partial, { force: true });
+    throw error;
+  }
+  return target;
+}

@@ -1,0 +1,108 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  BatchserveError,
+  MethodNotAllowedError,
+  PayloadTooLargeError,
+  RouteNotFoundError,
+  UnsupportedMediaTypeError,
+} from '../errors.js';
+
+export type RouteParams = readonly (string | undefined)[];
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse, params: RouteParams, url: URL) => Promise<void>;
+
+export interface Route {
+  readonly method: string;
+  /** Matched against the decoded path; capture groups become `params`. */
+  readonly path: RegExp;
+  readonly handle: RouteHandler;
+}
+
+/**
+ * Finds the route for a request: 404 when no path matches, 405 (with the methods that
+ * would work) when the path matches under another method.
+ */
+export function matchRoute(
+  routes: readonly Route[],
+  method: string,
+  pathname: string,
+): { route: Route; params: RouteParams } {
+  const allowed: string[] = [];
+  for (const route of routes) {
+    const match = route.path.exec(pathname);
+    if (!match) continue;
+    if (route.method === method || (method === 'HEAD' && route.method === 'GET')) {
+      return {
+        route,
+        params: match.slice(1).map((part) => (part === undefined ? undefined : decodeURIComponent(part))),
+      };
+    }
+    allowed.push(route.method);
+  }
+  if (allowed.length > 0) throw new MethodNotAllowedError(method, pathname, [...new Set(allowed)]);
+  throw new RouteNotFoundError(`no route for ${method} ${pathname}`);
+}
+
+/** Reads the whole body, refusing (413) beyond `limit` bytes before buffering them. */
+export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  if (declared > limit) throw tooLarge(declared, limit);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw tooLarge(size, limit);
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
+}
+
+function tooLarge(size: number, limit: number): PayloadTooLargeError {
+  return new PayloadTooLargeError(`the body is over max_request_size (${limit} bytes; got at least ${size})`);
+}
+
+/** The media type without parameters, lower-cased; undefined when absent. */
+export function mediaType(req: IncomingMessage): string | undefined {
+  const header = req.headers['content-type'];
+  return header ? header.split(';')[0]?.trim().toLowerCase() : undefined;
+}
+
+export function requireMediaType(req: IncomingMessage, accepted: readonly string[]): void {
+  const type = mediaType(req);
+  if (type !== undefined && !accepted.includes(type)) {
+    throw new UnsupportedMediaTypeError(`Content-Type ${type} is not accepted here; use ${accepted.join(' or ')}`);
+  }
+}
+
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
+  res.end(text);
+}
+
+/**
+ * The one place errors become HTTP answers: a BatchserveError's status and message; anything
+ * else is a 500 whose details stay in the log. Returns the status sent.
+ */
+export function sendError(res: ServerResponse, error: unknown): number {
+  const status = error instanceof BatchserveError ? error.httpStatus : 500;
+  const message = error instanceof BatchserveError ? error.message : 'internal server error (see the server log)';
+  if (res.headersSent) {
+    res.destroy();
+    return status;
+  }
+  const headers: Record<string, string> = {};
+  if (error instanceof MethodNotAllowedError) headers.allow = error.allowed.join(', ');
+  if (status === 503) headers['retry-after'] = '1';
+  if (status === 413) headers.connection = 'close';
+  sendJson(res, status, { error: message }, headers);
+  return status;
+}

@@ -1,0 +1,206 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
+import { ForbiddenError, UnauthorizedError, UsageError } from '../errors.js';
+import type { LoadedModel } from '../repository/loaded-model.js';
+import type { ModelRepository } from '../repository/model-repository.js';
+import { downloadArchive } from './download.js';
+import { sendJson, type Route } from './http.js';
+
+export interface ManagementOptions {
+  readonly repository: ModelRepository;
+  /** undefined = no authentication (`--no-auth`). */
+  readonly token: string | undefined;
+  readonly allowedUrls: readonly RegExp[];
+  /** Archives loaded at start-up, for `loadedAtStartup`. */
+  readonly startupArchives: ReadonlySet<string>;
+}
+
+const MODEL = '([^/]+)';
+const VERSION = '(?:/([^/]+))?';
+
+/**
+ * TorchServe's management API: list, describe, register from the model store, scale and
+ * reconfigure batching live, unregister, set the default version. Every call needs the
+ * bearer token unless the server runs with --no-auth.
+ */
+export function managementRoutes(options: ManagementOptions): Route[] {
+  const { repository } = options;
+  const routes: Route[] = [
+    {
+      method: 'GET',
+      path: /^\/models\/?$/,
+      handle: async (_req, res, _params, url) => {
+        const limit = positiveInt(url.searchParams.get('limit'), 'limit') ?? 100;
+        const offset = nonNegativeInt(url.searchParams.get('next_page_token'), 'next_page_token') ?? 0;
+        const names = repository.names();
+        const page = names.slice(offset, offset + limit).map((name) => {
+          const model = repository.get(name);
+          return { modelName: name, modelUrl: basename(model.archivePath) };
+        });
+        const next = offset + limit < names.length ? { nextPageToken: String(offset + limit) } : {};
+        sendJson(res, 200, { models: page, ...next });
+      },
+    },
+    {
+      method: 'POST',
+      path: /^\/models\/?$/,
+      handle: async (_req, res, _params, url) => {
+        const source = url.searchParams.get('url');
+        if (!source) throw new UsageError('register needs ?url= (an archive in the model store, or an allowed URL)');
+        const archive = await resolveArchive(source, options);
+        const model = await repository.load(archive);
+        const expectedName = url.searchParams.get('model_name');
+        if (expectedName && expectedName !== model.name) {
+          await repository.unload(model.name, model.version);
+          throw new UsageError(`model_name "${expectedName}" does not match the archive's model "${model.name}"`);
+        }
+        await applyWorkerChanges(model, url.searchParams);
+        sendJson(res, 200, {
+          status: `Model "${model.name}" Version: ${model.version} registered with ${model.instances.length} initial workers`,
+        });
+      },
+    },
+    {
+      method: 'PUT',
+      path: new RegExp(`^/models/${MODEL}/([^/]+)/set-default$`),
+      handle: async (_req, res, [name, version]) => {
+        repository.setDefault(name as string, version as string);
+        sendJson(res, 200, { status: `Default version successfully updated for model "${name}" to "${version}"` });
+      },
+    },
+    {
+      method: 'GET',
+      path: new RegExp(`^/models/${MODEL}${VERSION}$`),
+      handle: async (_req, res, [name, version]) => {
+        const models =
+          version === 'all' ? repository.versions(name as string) : [repository.get(name as string, version)];
+        if (models.length === 0) repository.get(name as string);
+        sendJson(
+          res,
+          200,
+          models.map((model) => describe(model, options)),
+        );
+      },
+    },
+    {
+      method: 'PUT',
+      path: new RegExp(`^/models/${MODEL}${VERSION}$`),
+      handle: async (_req, res, [name, version], url) => {
+        const model = repository.get(name as string, version);
+        await applyWorkerChanges(model, url.searchParams);
+        sendJson(res, 200, {
+          status: `Model "${model.name}" version ${model.version} updated`,
+          ...describe(model, options),
+        });
+      },
+    },
+    {
+      method: 'DELETE',
+      path: new RegExp(`^/models/${MODEL}${VERSION}$`),
+      handle: async (_req, res, [name, version]) => {
+        const removed = await repository.unload(name as string, version);
+        sendJson(res, 200, {
+          status: `Model "${name}" unregistered (versions ${removed.map((model) => model.version).join(', ')})`,
+        });
+      },
+    },
+  ];
+  return routes.map((route) => ({ ...route, handle: authenticated(options.token, route.handle) }));
+}
+
+function authenticated(token: string | undefined, handle: Route['handle']): Route['handle'] {
+  if (token === undefined) return handle;
+  const expected = digest(token);
+  return async (req, res, params, url) => {
+    const header = req.headers.authorization ?? '';
+    const presented = /^Bearer (.+)$/i.exec(header)?.[1];
+    if (!presented || !timingSafeEqual(digest(presented), expected)) {
+      throw new UnauthorizedError(
+        presented ? 'the bearer token is wrong' : 'the management API needs "Authorization: Bearer <token>"',
+      );
+    }
+    await handle(req, res, params, url);
+  };
+}
+
+/** Hashing first makes the comparison constant-time whatever the presented length. */
+const digest = (value: string): Buffer => createHash('sha256').update(value).digest();
+
+async function resolveArchive(source: string, options: ManagementOptions): Promise<string> {
+  const store = options.repository.modelStore;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(source)) {
+    if (!options.allowedUrls.some((pattern) => pattern.test(source))) {
+      throw new ForbiddenError(`the URL ${source} is not allowed; list it in the server config's allowed_urls`);
+    }
+    if (!store) throw new UsageError('downloading a model needs a model store (--model-store) to keep it in');
+    return downloadArchive(source, store);
+  }
+  if (!store) throw new UsageError('the server has no model store (--model-store); register needs one');
+  const archive = resolve(store, source);
+  const inside = relative(resolve(store), archive);
+  if (isAbsolute(source) || inside.startsWith('..') || inside === '') {
+    throw new ForbiddenError(`${source} is outside the model store`);
+  }
+  return join(store, inside);
+}
+
+async function applyWorkerChanges(model: LoadedModel, query: URLSearchParams): Promise<void> {
+  const batchSize = nonNegativeInt(query.get('batch_size'), 'batch_size');
+  const delayMs = nonNegativeNumber(query.get('max_batch_delay'), 'max_batch_delay');
+  if (batchSize !== undefined || delayMs !== undefined) {
+    model.reconfigure({
+      ...(batchSize !== undefined ? { maxBatchSize: batchSize } : {}),
+      ...(delayMs !== undefined ? { maxQueueDelayUs: Math.round(delayMs * 1000) } : {}),
+    });
+  }
+  const workers =
+    positiveInt(query.get('min_worker'), 'min_worker') ?? positiveInt(query.get('initial_workers'), 'initial_workers');
+  if (workers !== undefined) await model.scale(workers);
+}
+
+function describe(model: LoadedModel, options: ManagementOptions): Record<string, unknown> {
+  const { config } = model;
+  return {
+    modelName: model.name,
+    modelVersion: model.version,
+    modelUrl: basename(model.archivePath),
+    runtime: 'onnxruntime',
+    handler: model.manifest.model.handler,
+    minWorkers: model.instances.length,
+    maxWorkers: model.instances.length,
+    batchSize: config.max_batch_size,
+    maxBatchDelay: config.dynamic_batching.max_queue_delay / 1000,
+    preferredBatchSizes: config.dynamic_batching.preferred_batch_sizes,
+    maxQueueSize: config.dynamic_batching.max_queue_size,
+    queuedRows: model.queuedRows,
+    loadedAtStartup: options.startupArchives.has(resolve(model.archivePath)),
+    isDefault: options.repository.defaultVersion(model.name) === model.version,
+    state: model.state,
+    loadTimeSeconds: model.loadSeconds,
+    busyWorkers: model.busyInstances,
+    workers: model.instances.map((instance) => ({ id: instance.id, status: 'READY', device: instance.device })),
+  };
+}
+
+function nonNegativeNumber(value: string | null, name: string): number | undefined {
+  if (value === null) return undefined;
+  const number = Number(value);
+  if (value.trim() === '' || !Number.isFinite(number) || number < 0) {
+    throw new UsageError(`${name} must be a non-negative number, got "${value}"`);
+  }
+  return number;
+}
+
+function nonNegativeInt(value: string | null, name: string): number | undefined {
+  const number = nonNegativeNumber(value, name);
+  if (number !== undefined && !Number.isSafeInteger(number)) {
+    throw new UsageError(`${name} must be an integer, got "${value}"`);
+  }
+  return number;
+}
+
+function positiveInt(value: string | null, name: string): number | undefined {
+  const number = nonNegativeInt(value, name);
+  if (number === 0) throw new UsageError(`${name} must be at least 1`);
+  return number;
+}

@@ -1,0 +1,121 @@
+import { readFile } from 'node:fs/promises';
+import { parseConfigText } from '../config/load.js';
+import { DEVICE_PATTERN } from '../config/model-config.js';
+import { deepFreeze, validateField, type FieldSpec } from '../config/schema-kit.js';
+import { ConfigInvalidError, InputFileError } from '../errors.js';
+
+const port = (defaultPort: number, what: string): FieldSpec => ({
+  kind: 'integer',
+  min: 0,
+  max: 65_535,
+  default: defaultPort,
+  description: `Port of the ${what}; 0 picks a free one (the start-up block prints it).`,
+});
+
+/** The one schema for `serve --config server.yaml`; command-line flags override it. */
+export const serverConfigSchema = {
+  kind: 'object',
+  description: 'server.yaml',
+  fields: {
+    models: {
+      kind: 'array',
+      default: [],
+      items: {
+        kind: 'string',
+        pattern: /^[^=]+=.+$/,
+        patternHint: 'name=path.mar',
+        description: 'A model to load.',
+      },
+      description: 'Models to load at start, each `name=path.mar` (the name must match the archive).',
+    },
+    model_store: { kind: 'string', description: 'Folder of archives for `--models all` and register-by-name.' },
+    host: { kind: 'string', default: '127.0.0.1', description: 'Address every API binds to.' },
+    port: port(8080, 'inference API (KServe v2, TorchServe predictions)'),
+    management_port: port(8081, 'management API'),
+    metrics_port: port(8082, 'Prometheus metrics'),
+    max_request_size: {
+      kind: 'integer',
+      min: 1,
+      default: 64 * 1024 * 1024,
+      description: 'Largest request body in bytes; larger ones get 413.',
+    },
+    drain_timeout: {
+      kind: 'duration',
+      default: 30_000_000,
+      description: 'On SIGTERM/SIGINT, how long admitted requests may take to finish before the server exits.',
+    },
+    log_level: {
+      kind: 'enum',
+      values: ['debug', 'info', 'warn', 'error', 'silent'],
+      default: 'info',
+      description: 'JSON logs on stderr; debug logs one line per request.',
+    },
+    device: {
+      kind: 'string',
+      pattern: DEVICE_PATTERN,
+      patternHint: 'cpu, auto, webgpu, cuda[:N] or tensorrt[:N]',
+      description: "Overrides every model's instance device.",
+    },
+    auth: {
+      kind: 'object',
+      description: 'Bearer-token protection of the management API.',
+      fields: {
+        enabled: { kind: 'boolean', default: true, description: 'Require `Authorization: Bearer <token>`.' },
+        token: { kind: 'string', description: 'The token; generated at start when absent.' },
+        key_file: {
+          kind: 'string',
+          default: 'batchserve.key',
+          description: 'Where a generated token is written (mode 0600).',
+        },
+      },
+    },
+    allowed_urls: {
+      kind: 'array',
+      default: [],
+      items: { kind: 'string', description: 'A regular expression.' },
+      description: 'Remote model URLs the management API may fetch; any other URL is refused.',
+    },
+  },
+} as const satisfies FieldSpec;
+
+export interface ServerConfig {
+  readonly models: readonly string[];
+  readonly model_store?: string;
+  readonly host: string;
+  readonly port: number;
+  readonly management_port: number;
+  readonly metrics_port: number;
+  readonly max_request_size: number;
+  /** Microseconds. */
+  readonly drain_timeout: number;
+  readonly log_level: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  readonly device?: string;
+  readonly auth: { readonly enabled: boolean; readonly token?: string; readonly key_file: string };
+  readonly allowed_urls: readonly string[];
+}
+
+export function validateServerConfig(raw: unknown, source: string): ServerConfig {
+  const problems: string[] = [];
+  const config = validateField(serverConfigSchema, raw ?? {}, '', problems) as ServerConfig | undefined;
+  config?.allowed_urls.forEach((pattern, index) => {
+    try {
+      new RegExp(pattern);
+    } catch {
+      problems.push(`allowed_urls[${index}]: not a valid regular expression: ${pattern}`);
+    }
+  });
+  if (problems.length > 0 || !config) throw new ConfigInvalidError(source, problems);
+  return deepFreeze(config);
+}
+
+export async function readServerConfigFile(path: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    throw new InputFileError(
+      `cannot read server config ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`,
+    );
+  }
+  return parseConfigText(text, path);
+}

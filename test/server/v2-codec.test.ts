@@ -1,0 +1,649 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import ort from 'onnxruntime-node';
+import type { TensorSpec } from '../../src/config/model-config.js';
+import type { BatchserveError } from '../../src/errors.js';
+import { DATATYPES, datatypeOfOrtType, ortTypeOf, type Datatype } from '../../src/runtime/datatypes.js';
+import type { TensorMap } from '../../src/runtime/tensors.js';
+import { floatToHalf, halfToFloat } from '../../src/server/binary-tensor.js';
+import {
+  decodeInferRequest,
+  encodeInferResponse,
+  type EncodedResponse,
+  type ResponseOutput,
+} from '../../src/server/v2-codec.js';
+
+// --- helpers ------------------------------------------------------------------
+
+type Values = ort.Tensor['data'];
+type NumericArray = Exclude<Values, string[]>;
+type Json = Record<string, unknown>;
+
+const ARRAY_OF = {
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP16: Uint16Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
+} as const;
+
+function makeTensor(datatype: Datatype, values: readonly unknown[], dims: readonly number[]): ort.Tensor {
+  if (datatype === 'BYTES') return new ort.Tensor('string', values as string[], dims);
+  const Array_ = ARRAY_OF[datatype] as unknown as { from(values: readonly unknown[]): NumericArray };
+  return new ort.Tensor(ortTypeOf(datatype), Array_.from(values), dims);
+}
+
+const jsonBody = (header: unknown): Buffer => Buffer.from(JSON.stringify(header));
+
+/** A JSON header followed by binary parts; the whole body sits at an odd offset of a larger buffer. */
+function binaryBody(header: unknown, parts: readonly Uint8Array[]): { body: Buffer; headerLength: number } {
+  const json = Buffer.from(JSON.stringify(header) + ' ');
+  const whole = Buffer.concat([Buffer.alloc(1), json, ...parts]);
+  return { body: whole.subarray(1), headerLength: json.length };
+}
+
+function bytesOf(data: NumericArray): Buffer {
+  return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+}
+
+function bytesElements(strings: readonly string[]): Buffer {
+  return Buffer.concat(
+    strings.flatMap((value) => {
+      const bytes = Buffer.from(value);
+      const length = Buffer.alloc(4);
+      length.writeUInt32LE(bytes.length);
+      return [length, bytes];
+    }),
+  );
+}
+
+function binaryBytes(tensor: ort.Tensor): Buffer {
+  return tensor.type === 'string' ? bytesElements(tensor.data as string[]) : bytesOf(tensor.data as NumericArray);
+}
+
+const dataOf = (tensor: ort.Tensor | undefined): Values => {
+  assert.ok(tensor, 'tensor is present');
+  return tensor.data;
+};
+
+/** Exact equality: datatype, dims and every bit of the data. */
+function assertSameTensor(actual: ort.Tensor | undefined, expected: ort.Tensor): void {
+  assert.ok(actual, 'tensor is present');
+  assert.equal(actual.type, expected.type);
+  assert.deepEqual(actual.dims, expected.dims);
+  if (expected.type === 'string') assert.deepEqual(actual.data, expected.data);
+  else assert.deepEqual(binaryBytes(actual), binaryBytes(expected));
+}
+
+/** What JSON can carry: -0 becomes 0 and FP16 NaNs lose their payload. */
+function jsonNormalized(tensor: ort.Tensor): ort.Tensor {
+  if (tensor.type === 'float32' || tensor.type === 'float64') {
+    const data = (tensor.data as Float32Array).map((value) => (value === 0 ? 0 : value));
+    return new ort.Tensor(tensor.type, data, tensor.dims);
+  }
+  if (tensor.type === 'float16') {
+    const data = (tensor.data as Uint16Array).map((bits) =>
+      floatToHalf(halfToFloat(bits) === 0 ? 0 : halfToFloat(bits)),
+    );
+    return new ort.Tensor('float16', data, tensor.dims);
+  }
+  return tensor;
+}
+
+/** JSON data as a client would write it, flat or nested along the shape. */
+function jsonData(tensor: ort.Tensor, nested: boolean): unknown[] {
+  const values = Array.from(tensor.data as ArrayLike<unknown>, (value): unknown => {
+    if (tensor.type === 'bool') return value === 1;
+    if (tensor.type === 'float16') value = halfToFloat(value as number);
+    if (typeof value === 'bigint') return Number.isSafeInteger(Number(value)) ? Number(value) : String(value);
+    if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+    return value;
+  });
+  if (!nested || tensor.dims.length < 2) return values;
+  const nest = (start: number, axis: number): unknown[] => {
+    const size = tensor.dims.slice(axis + 1).reduce((a, b) => a * b, 1);
+    return Array.from({ length: tensor.dims[axis] as number }, (_, i) =>
+      axis === tensor.dims.length - 1 ? values[start + i] : nest(start + i * size, axis + 1),
+    );
+  };
+  return nest(0, 0);
+}
+
+/** The test's own reading of a response body: header JSON, binary parts, JSON data. */
+function parseResponse(encoded: EncodedResponse): { header: Json; tensors: TensorMap } {
+  const headerLength = encoded.headerLength ?? encoded.body.length;
+  const header = JSON.parse(encoded.body.toString('utf8', 0, headerLength)) as Json;
+  const tensors: TensorMap = {};
+  let offset = headerLength;
+  for (const output of header.outputs as Json[]) {
+    const datatype = output.datatype as Datatype;
+    const dims = output.shape as number[];
+    const size = (output.parameters as Json | undefined)?.binary_data_size as number | undefined;
+    let values: unknown[];
+    if (size === undefined) {
+      values = (output.data as unknown[]).map((value) => {
+        if (datatype === 'BOOL') return value ? 1 : 0;
+        if (datatype === 'INT64' || datatype === 'UINT64') return BigInt(value as number | string);
+        if (datatype === 'BYTES') return value;
+        const number = Number(value); // "NaN", "Infinity", "-Infinity" read as numbers
+        return datatype === 'FP16' ? floatToHalf(number) : number;
+      });
+    } else {
+      const bytes = encoded.body.subarray(offset, (offset += size));
+      if (datatype === 'BYTES') {
+        values = [];
+        for (let at = 0; at < bytes.length;) {
+          const length = bytes.readUInt32LE(at);
+          values.push(bytes.toString('utf8', at + 4, (at += 4 + length)));
+        }
+      } else {
+        values = Array.from(new ARRAY_OF[datatype](new Uint8Array(bytes).buffer) as ArrayLike<unknown>);
+      }
+    }
+    tensors[output.name as string] = makeTensor(datatype, values, dims);
+  }
+  assert.equal(offset, encoded.body.length, 'the binary parts fill the body');
+  return { header, tensors };
+}
+
+function assertInputError(run: () => unknown, label: string): void {
+  assert.throws(run, (error: BatchserveError) => error.code === 'BS_ERR_INFERENCE_INPUT', label);
+}
+
+// --- arbitraries -----------------------------------------------------------------
+
+const elementOf: Record<Datatype, fc.Arbitrary<unknown>> = {
+  BOOL: fc.integer({ min: 0, max: 1 }),
+  UINT8: fc.integer({ min: 0, max: 0xff }),
+  UINT16: fc.integer({ min: 0, max: 0xffff }),
+  UINT32: fc.integer({ min: 0, max: 0xffffffff }),
+  UINT64: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+  INT8: fc.integer({ min: -0x80, max: 0x7f }),
+  INT16: fc.integer({ min: -0x8000, max: 0x7fff }),
+  INT32: fc.integer({ min: -0x80000000, max: 0x7fffffff }),
+  INT64: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+  FP16: fc.integer({ min: 0, max: 0xffff }),
+  FP32: fc.float(),
+  FP64: fc.double(),
+  BYTES: fc.string({ unit: 'grapheme', maxLength: 6 }),
+};
+
+const tensorArbitrary: fc.Arbitrary<ort.Tensor> = fc
+  .record({
+    datatype: fc.constantFrom(...DATATYPES),
+    dims: fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 3 }),
+  })
+  .chain(({ datatype, dims }) => {
+    const count = dims.reduce((a, b) => a * b, 1);
+    return fc
+      .array(elementOf[datatype], { minLength: count, maxLength: count })
+      .map((values) => makeTensor(datatype, values, dims));
+  });
+
+const outputsArbitrary = fc.uniqueArray(
+  fc.record({ name: fc.string({ minLength: 1, maxLength: 8 }), tensor: tensorArbitrary, binary: fc.boolean() }),
+  { minLength: 1, maxLength: 4, selector: (output) => output.name },
+);
+
+// --- JSON requests -------------------------------------------------------------------
+
+test('a JSON request decodes flat and nested data into the same typed array', () => {
+  const input = { name: 'x', shape: [2, 3], datatype: 'FP32' };
+  const flat = decodeInferRequest(jsonBody({ inputs: [{ ...input, data: [1, 2, 3, 4, 5, 6] }] }), undefined, []);
+  const nested = decodeInferRequest(
+    jsonBody({ inputs: [{ ...input, data: [[1, 2, 3], [4, 5, 6]] }] }), // prettier-ignore
+    undefined,
+    [],
+  );
+  const expected = new ort.Tensor('float32', Float32Array.of(1, 2, 3, 4, 5, 6), [2, 3]);
+  assertSameTensor(flat.inputs.x, expected);
+  assertSameTensor(nested.inputs.x, expected);
+  assert.ok(dataOf(flat.inputs.x) instanceof Float32Array);
+});
+
+test('a JSON request keeps id and parameters and reads the requested outputs', () => {
+  const decoded = decodeInferRequest(
+    jsonBody({
+      id: '42',
+      parameters: { priority: 2, timeout: 500, binary_data_output: true },
+      inputs: [{ name: 'x', shape: [1], datatype: 'INT32', data: [7] }],
+      outputs: [
+        { name: 'scores', parameters: { classification: 3 } },
+        { name: 'logits', parameters: { binary_data: false } },
+        { name: 'features' },
+      ],
+    }),
+    undefined,
+    [],
+  );
+  assert.equal(decoded.id, '42');
+  assert.deepEqual(decoded.parameters, { priority: 2, timeout: 500, binary_data_output: true });
+  assert.equal(decoded.binaryDataOutput, true);
+  assert.deepEqual(decoded.outputs, [
+    { name: 'scores', binary: true, classification: 3 },
+    { name: 'logits', binary: false },
+    { name: 'features', binary: true },
+  ]);
+
+  const plain = decodeInferRequest(jsonBody({ inputs: [] }), undefined, []);
+  assert.equal(plain.outputs, undefined);
+  assert.equal(plain.binaryDataOutput, false);
+  assert.deepEqual(plain.parameters, {});
+});
+
+test('JSON spellings: int64 as numbers or strings, non-finite floats as strings, bool as 0/1, FP16 as numbers', () => {
+  const decoded = decodeInferRequest(
+    jsonBody({
+      inputs: [
+        { name: 'i', shape: [3], datatype: 'INT64', data: [-5, '9223372036854775807', '-9223372036854775808'] },
+        { name: 'u', shape: [2], datatype: 'UINT64', data: [0, '18446744073709551615'] },
+        { name: 'f', shape: [4], datatype: 'FP64', data: ['NaN', 'Infinity', '-Infinity', -0.5] },
+        { name: 'b', shape: [4], datatype: 'BOOL', data: [true, false, 1, 0] },
+        { name: 'h', shape: [4], datatype: 'FP16', data: [1, -2, 0.1, 65504] },
+        { name: 's', shape: [2], datatype: 'BYTES', data: ['héllo', ''] },
+      ],
+    }),
+    undefined,
+    [],
+  );
+  assert.deepEqual(dataOf(decoded.inputs.i), BigInt64Array.of(-5n, 2n ** 63n - 1n, -(2n ** 63n)));
+  assert.deepEqual(dataOf(decoded.inputs.u), BigUint64Array.of(0n, 2n ** 64n - 1n));
+  assert.deepEqual(dataOf(decoded.inputs.f), Float64Array.of(NaN, Infinity, -Infinity, -0.5));
+  assert.deepEqual(dataOf(decoded.inputs.b), Uint8Array.of(1, 0, 1, 0));
+  assert.deepEqual(dataOf(decoded.inputs.h), Uint16Array.of(0x3c00, 0xc000, 0x2e66, 0x7bff));
+  assert.deepEqual(dataOf(decoded.inputs.s), ['héllo', '']);
+});
+
+// --- binary requests -----------------------------------------------------------------
+
+test('binary requests decode FP32, INT64, BOOL, BYTES and FP16 into aligned typed arrays', () => {
+  const fp32 = Float32Array.of(1.5, -2, 3.25);
+  const int64 = BigInt64Array.of(1n, -(2n ** 62n));
+  const bool = Uint8Array.of(1, 0, 1, 1);
+  const fp16 = Uint16Array.of(0x3c00, 0x8001, 0x7c00);
+  const strings = ['a', '', 'ünïcødé ✓'];
+  const inputs = [
+    { name: 'fp32', datatype: 'FP32', shape: [3], bytes: bytesOf(fp32) },
+    { name: 'int64', datatype: 'INT64', shape: [1, 2], bytes: bytesOf(int64) },
+    { name: 'bool', datatype: 'BOOL', shape: [2, 2], bytes: bytesOf(bool) },
+    { name: 'bytes', datatype: 'BYTES', shape: [3], bytes: bytesElements(strings) },
+    { name: 'fp16', datatype: 'FP16', shape: [3], bytes: bytesOf(fp16) },
+  ];
+  const { body, headerLength } = binaryBody(
+    {
+      inputs: inputs.map(({ name, datatype, shape, bytes }) => ({
+        name,
+        datatype,
+        shape,
+        parameters: { binary_data_size: bytes.length },
+      })),
+    },
+    inputs.map((input) => input.bytes),
+  );
+  const decoded = decodeInferRequest(body, headerLength, []).inputs;
+  assertSameTensor(decoded.fp32, new ort.Tensor('float32', fp32, [3]));
+  assertSameTensor(decoded.int64, new ort.Tensor('int64', int64, [1, 2]));
+  assertSameTensor(decoded.bool, new ort.Tensor('bool', bool, [2, 2]));
+  assertSameTensor(decoded.bytes, new ort.Tensor('string', strings, [3]));
+  assertSameTensor(decoded.fp16, new ort.Tensor('float16', fp16, [3]));
+  assert.ok(dataOf(decoded.fp32) instanceof Float32Array);
+  assert.ok(dataOf(decoded.int64) instanceof BigInt64Array);
+  assert.ok(dataOf(decoded.fp16) instanceof Uint16Array);
+});
+
+test('binary and JSON inputs mix in one request; binary parts follow in input order', () => {
+  const { body, headerLength } = binaryBody(
+    {
+      inputs: [
+        { name: 'a', datatype: 'FP32', shape: [2], parameters: { binary_data_size: 8 } },
+        { name: 'b', datatype: 'INT32', shape: [3], data: [1, 2, 3] },
+        { name: 'c', datatype: 'BYTES', shape: [2], parameters: { binary_data_size: 11 } },
+      ],
+    },
+    [bytesOf(Float32Array.of(0.5, -0.25)), bytesElements(['xyz', ''])],
+  );
+  const { inputs } = decodeInferRequest(body, headerLength, []);
+  assert.deepEqual(Object.keys(inputs), ['a', 'b', 'c']);
+  assertSameTensor(inputs.a, new ort.Tensor('float32', Float32Array.of(0.5, -0.25), [2]));
+  assertSameTensor(inputs.b, new ort.Tensor('int32', Int32Array.of(1, 2, 3), [3]));
+  assertSameTensor(inputs.c, new ort.Tensor('string', ['xyz', ''], [2]));
+});
+
+test('property: a JSON request and a binary request for the same tensor decode to identical tensors', () => {
+  fc.assert(
+    fc.property(tensorArbitrary, fc.boolean(), (original, nested) => {
+      const tensor = jsonNormalized(original);
+      const datatype = datatypeOfOrtType(tensor.type);
+      const input = { name: 'x', datatype, shape: tensor.dims };
+      const fromJson = decodeInferRequest(
+        jsonBody({ inputs: [{ ...input, data: jsonData(tensor, nested) }] }),
+        undefined,
+        [],
+      ).inputs.x;
+      const bytes = binaryBytes(tensor);
+      const { body, headerLength } = binaryBody(
+        { inputs: [{ ...input, parameters: { binary_data_size: bytes.length } }] },
+        [bytes],
+      );
+      const fromBinary = decodeInferRequest(body, headerLength, []).inputs.x;
+      assertSameTensor(fromJson, tensor);
+      assertSameTensor(fromBinary, tensor);
+    }),
+    { numRuns: 300 },
+  );
+});
+
+// --- raw binary requests (Inference-Header-Content-Length: 0) ------------------------
+
+test('a raw binary request is the single input, rows from the byte length, outputs binary', () => {
+  const model: TensorSpec[] = [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }];
+  const values = Float32Array.of(1, 2, 3, 4, 5, 6);
+  const decoded = decodeInferRequest(bytesOf(values), 0, model);
+  assertSameTensor(decoded.inputs.x, new ort.Tensor('float32', values, [2, 3]));
+  assert.equal(decoded.binaryDataOutput, true);
+  assert.equal(decoded.outputs, undefined);
+
+  const fixed: TensorSpec[] = [{ name: 'y', datatype: 'INT32', shape: [2, 2] }];
+  const ints = Int32Array.of(1, -2, 3, -4);
+  assertSameTensor(decodeInferRequest(bytesOf(ints), 0, fixed).inputs.y, new ort.Tensor('int32', ints, [2, 2]));
+
+  const text: TensorSpec[] = [{ name: 's', datatype: 'BYTES', shape: [-1, 1] }];
+  assertSameTensor(
+    decodeInferRequest(Buffer.from('raw text ✓'), 0, text).inputs.s,
+    new ort.Tensor('string', ['raw text ✓'], [1, 1]),
+  );
+});
+
+// --- malformed requests --------------------------------------------------------------
+
+test('every malformed request is BS_ERR_INFERENCE_INPUT', () => {
+  const fp32 = (data: unknown, shape: unknown = [2, 3]) => ({ inputs: [{ name: 'x', datatype: 'FP32', shape, data }] });
+  const one = (datatype: string, data: unknown[]) => ({ inputs: [{ name: 'x', datatype, shape: [1], data }] });
+  const jsonCases: Record<string, unknown> = {
+    'header is an array': [],
+    'inputs missing': {},
+    'inputs not an array': { inputs: {} },
+    'input without a name': { inputs: [{ datatype: 'FP32', shape: [1], data: [1] }] },
+    'unknown datatype': one('FLOAT32', [1]),
+    'negative dimension': fp32([1], [-1]),
+    'fractional dimension': fp32([1], [0.5]),
+    'shape not an array': fp32([1], 3),
+    'too few elements': fp32([1, 2, 3, 4, 5]),
+    'too many elements': fp32([[1, 2, 3], [4, 5, 6], [7]]),
+    'a huge shape with little data': fp32([1], [1e9, 1e6]),
+    'data not an array': fp32(5, []),
+    'data missing': { inputs: [{ name: 'x', datatype: 'FP32', shape: [1] }] },
+    'duplicate input names': { inputs: [one('FP32', [1]).inputs[0], one('FP32', [2]).inputs[0]] },
+    'a string for FP32': one('FP32', ['abc']),
+    'null for FP32': one('FP32', [null]),
+    '300 for INT8': one('INT8', [300]),
+    '1.5 for INT32': one('INT32', [1.5]),
+    '-1 for UINT8': one('UINT8', [-1]),
+    '2 for BOOL': one('BOOL', [2]),
+    'a number for BYTES': one('BYTES', [5]),
+    'not a number string for INT64': one('INT64', ['12a']),
+    '2^63 for INT64': one('INT64', ['9223372036854775808']),
+    '-1 for UINT64': one('UINT64', [-1]),
+    'id not a string': { id: 42, inputs: [] },
+    'parameters not an object': { parameters: [], inputs: [] },
+    'binary_data_output not a boolean': { parameters: { binary_data_output: 'yes' }, inputs: [] },
+    'outputs not an array': { inputs: [], outputs: {} },
+    'output without a name': { inputs: [], outputs: [{}] },
+    'duplicate outputs': { inputs: [], outputs: [{ name: 'y' }, { name: 'y' }] },
+    'classification 0': { inputs: [], outputs: [{ name: 'y', parameters: { classification: 0 } }] },
+    'binary_data not a boolean': { inputs: [], outputs: [{ name: 'y', parameters: { binary_data: 1 } }] },
+    'binary_data_size with data': {
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1], parameters: { binary_data_size: 4 } }],
+    },
+    'binary_data_size negative': {
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [1], parameters: { binary_data_size: -4 } }],
+    },
+    'binary_data_size without binary data': {
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [1], parameters: { binary_data_size: 4 } }],
+    },
+  };
+  for (const [label, header] of Object.entries(jsonCases)) {
+    assertInputError(() => decodeInferRequest(jsonBody(header), undefined, []), label);
+  }
+  assertInputError(() => decodeInferRequest(Buffer.from('{"inputs": ['), undefined, []), 'not JSON');
+
+  const binary = (name: string, datatype: string, shape: number[], size: number) => ({
+    name,
+    datatype,
+    shape,
+    parameters: { binary_data_size: size },
+  });
+  const binaryCases: Record<string, [Json[], Uint8Array[]]> = {
+    'sizes run past the body': [[binary('x', 'FP32', [2], 8)], [new Uint8Array(4)]],
+    'bytes left after the inputs': [[binary('x', 'FP32', [1], 4)], [new Uint8Array(8)]],
+    'byte count not elements × size': [[binary('x', 'FP32', [2], 7)], [new Uint8Array(7)]],
+    'INT64 short by a byte': [[binary('x', 'INT64', [1], 7)], [new Uint8Array(7)]],
+    'BYTES length prefix cut off': [[binary('x', 'BYTES', [2], 6)], [bytesElements(['ab']).subarray(0, 6)]],
+    'BYTES element longer than the data': [[binary('x', 'BYTES', [1], 5)], [bytesElements(['abc']).subarray(0, 5)]],
+    'BYTES bytes left over': [[binary('x', 'BYTES', [1], 9)], [bytesElements(['a', 'b']).subarray(0, 9)]],
+  };
+  for (const [label, [inputs, parts]] of Object.entries(binaryCases)) {
+    const { body, headerLength } = binaryBody({ inputs }, parts);
+    assertInputError(() => decodeInferRequest(body, headerLength, []), label);
+  }
+  assertInputError(() => decodeInferRequest(jsonBody({ inputs: [] }), 1000, []), 'header length past the body');
+  assertInputError(() => decodeInferRequest(jsonBody({ inputs: [] }), 1.5, []), 'fractional header length');
+
+  const raw = (shape: number[], datatype: Datatype = 'FP32'): TensorSpec[] => [{ name: 'x', datatype, shape }];
+  const rawCases: Record<string, [Buffer, TensorSpec[]]> = {
+    'two model inputs': [Buffer.alloc(8), [...raw([-1]), { name: 'y', datatype: 'FP32', shape: [-1] }]],
+    'no model inputs': [Buffer.alloc(8), []],
+    'a variable dimension after the batch': [Buffer.alloc(8), raw([-1, -1])],
+    'not a whole number of rows': [Buffer.alloc(10), raw([-1, 2])],
+    'an empty body': [Buffer.alloc(0), raw([-1, 2])],
+    'wrong size for a fixed shape': [Buffer.alloc(12), raw([2, 2])],
+    'BYTES input holding more than one element': [Buffer.from('abc'), raw([-1, 2], 'BYTES')],
+  };
+  for (const [label, [body, model]] of Object.entries(rawCases)) {
+    assertInputError(() => decodeInferRequest(body, 0, model), label);
+  }
+});
+
+// --- responses -------------------------------------------------------------------------
+
+test('a JSON response carries every field and spells special values as documented', () => {
+  const encoded = encodeInferResponse({
+    model_name: 'm',
+    model_version: '3',
+    id: 'req-1',
+    parameters: { sequence_id: 7 },
+    outputs: [
+      { name: 'f', tensor: new ort.Tensor('float32', Float32Array.of(NaN, Infinity, -1.5, -0), [2, 2]), binary: false },
+      { name: 'i', tensor: new ort.Tensor('int64', BigInt64Array.of(1n, 2n ** 60n), [2]), binary: false },
+      { name: 'b', tensor: new ort.Tensor('bool', Uint8Array.of(1, 0), [2]), binary: false },
+      { name: 'h', tensor: new ort.Tensor('float16', Uint16Array.of(0x3c00, 0xfc00), [2]), binary: false },
+    ],
+  });
+  assert.equal(encoded.contentType, 'application/json');
+  assert.equal(encoded.headerLength, undefined);
+  assert.deepEqual(JSON.parse(encoded.body.toString()), {
+    model_name: 'm',
+    model_version: '3',
+    id: 'req-1',
+    parameters: { sequence_id: 7 },
+    outputs: [
+      { name: 'f', datatype: 'FP32', shape: [2, 2], data: ['NaN', 'Infinity', -1.5, 0] },
+      { name: 'i', datatype: 'INT64', shape: [2], data: [1, '1152921504606846976'] },
+      { name: 'b', datatype: 'BOOL', shape: [2], data: [true, false] },
+      { name: 'h', datatype: 'FP16', shape: [2], data: [1, '-Infinity'] },
+    ],
+  });
+});
+
+test('a binary response puts the raw bytes after the header, in output order', () => {
+  const scores = Float32Array.of(0.25, -1, 8);
+  const encoded = encodeInferResponse({
+    model_name: 'm',
+    outputs: [
+      { name: 'scores', tensor: new ort.Tensor('float32', scores, [1, 3]), binary: true },
+      { name: 'ids', tensor: new ort.Tensor('int32', Int32Array.of(4, 5), [2]), binary: false },
+      { name: 'names', tensor: new ort.Tensor('string', ['ab', 'ç'], [2]), binary: true },
+    ],
+  });
+  assert.equal(encoded.contentType, 'application/octet-stream');
+  const headerLength = encoded.headerLength as number;
+  assert.deepEqual(JSON.parse(encoded.body.toString('utf8', 0, headerLength)), {
+    model_name: 'm',
+    outputs: [
+      { name: 'scores', datatype: 'FP32', shape: [1, 3], parameters: { binary_data_size: 12 } },
+      { name: 'ids', datatype: 'INT32', shape: [2], data: [4, 5] },
+      { name: 'names', datatype: 'BYTES', shape: [2], parameters: { binary_data_size: 12 } },
+    ],
+  });
+  assert.deepEqual(encoded.body.subarray(headerLength), Buffer.concat([bytesOf(scores), bytesElements(['ab', 'ç'])]));
+});
+
+test('every datatype survives encode → parse, as JSON and as binary', () => {
+  const examples: Record<Datatype, unknown[]> = {
+    BOOL: [1, 0, 1],
+    UINT8: [0, 128, 255],
+    UINT16: [0, 1, 65535],
+    UINT32: [0, 2 ** 31, 2 ** 32 - 1],
+    UINT64: [0n, 2n ** 53n + 1n, 2n ** 64n - 1n],
+    INT8: [-128, 0, 127],
+    INT16: [-32768, -1, 32767],
+    INT32: [-(2 ** 31), 0, 2 ** 31 - 1],
+    INT64: [-(2n ** 63n), -(2n ** 53n - 1n), 2n ** 63n - 1n],
+    FP16: [0x0001, 0x3555, 0xfbff],
+    FP32: [Math.fround(0.1), 3.4028234663852886e38, NaN],
+    FP64: [Number.MIN_VALUE, -Infinity, 0.1 + 0.2],
+    BYTES: ['', 'plain', '日本語 ✓'],
+  };
+  for (const datatype of DATATYPES) {
+    const tensor = makeTensor(datatype, examples[datatype], [3]);
+    for (const binary of [false, true]) {
+      const { tensors } = parseResponse(
+        encodeInferResponse({ model_name: 'm', outputs: [{ name: 'y', tensor, binary }] }),
+      );
+      assertSameTensor(tensors.y, tensor);
+    }
+  }
+});
+
+test('property: response encode → parse is identity (JSON modulo -0 and FP16 NaN payloads)', () => {
+  fc.assert(
+    fc.property(outputsArbitrary, fc.option(fc.string()), (outputs, id) => {
+      const encoded = encodeInferResponse({ model_name: 'model', ...(id === null ? {} : { id }), outputs });
+      const { header, tensors } = parseResponse(encoded);
+      assert.equal(header.model_name, 'model');
+      assert.equal(header.id, id ?? undefined);
+      assert.equal(encoded.headerLength === undefined, !outputs.some((output) => output.binary));
+      assert.deepEqual(
+        (header.outputs as Json[]).map((output) => output.name),
+        outputs.map((output) => output.name),
+      );
+      for (const output of outputs) {
+        assertSameTensor(tensors[output.name], output.binary ? output.tensor : jsonNormalized(output.tensor));
+      }
+    }),
+    { numRuns: 300 },
+  );
+});
+
+// --- classification --------------------------------------------------------------------
+
+const classifyOne = (output: Omit<ResponseOutput, 'name'>): ort.Tensor | undefined =>
+  parseResponse(encodeInferResponse({ model_name: 'm', outputs: [{ name: 'y', ...output }] })).tensors.y;
+
+test('classification returns the top k per row as "value:index", with ":label" when labels are given', () => {
+  const scores = new ort.Tensor('float32', Float32Array.of(1.1, 3.3, 0.5, 2.4, 0, -1, 7, 0.25), [2, 4]);
+  assertSameTensor(
+    classifyOne({ tensor: scores, binary: false, classification: 2 }),
+    new ort.Tensor('string', ['3.300000:1', '2.400000:3', '7.000000:2', '0.250000:3'], [2, 2]),
+  );
+  assertSameTensor(
+    classifyOne({ tensor: scores, binary: true, classification: 1, labels: ['cat', 'dog', 'fish', 'bird'] }),
+    new ort.Tensor('string', ['3.300000:1:dog', '7.000000:2:fish'], [2, 1]),
+  );
+});
+
+test('classification: integer values print exactly, ties keep index order, NaN last, k capped, rank 1 gives [k]', () => {
+  assertSameTensor(
+    classifyOne({ tensor: new ort.Tensor('int32', Int32Array.of(5, 9, 9, 1), [4]), binary: false, classification: 3 }),
+    new ort.Tensor('string', ['9:1', '9:2', '5:0'], [3]),
+  );
+  assertSameTensor(
+    classifyOne({
+      tensor: new ort.Tensor('float64', Float64Array.of(NaN, -Infinity, 0.5), [1, 3]),
+      binary: false,
+      classification: 10,
+      labels: ['a'],
+    }),
+    new ort.Tensor('string', ['0.500000:2', '-Infinity:1', 'NaN:0:a'], [1, 3]),
+  );
+  assertSameTensor(
+    classifyOne({
+      tensor: new ort.Tensor('int64', BigInt64Array.of(2n ** 62n, 3n), [1, 2]),
+      binary: false,
+      classification: 1,
+    }),
+    new ort.Tensor('string', ['4611686018427387904:0'], [1, 1]),
+  );
+  assertInputError(
+    () => classifyOne({ tensor: new ort.Tensor('bool', Uint8Array.of(1), [1]), binary: false, classification: 1 }),
+    'BOOL output',
+  );
+});
+
+test('property: classification of many classes matches a full sort', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.integer({ min: -50, max: 50 }), { minLength: 1, maxLength: 300 }),
+      fc.integer({ min: 1, max: 40 }),
+      (values, k) => {
+        const expected = values
+          .map((value, index) => ({ value, index }))
+          .sort((a, b) => b.value - a.value || a.index - b.index)
+          .slice(0, k)
+          .map(({ value, index }) => `${value}:${index}`);
+        const tensor = new ort.Tensor('int16', Int16Array.from(values), [1, values.length]);
+        assert.deepEqual(dataOf(classifyOne({ tensor, binary: false, classification: k })), expected);
+      },
+    ),
+  );
+});
+
+// --- half precision ----------------------------------------------------------------------
+
+test('FP16: every half survives half → float → half, and exact midpoints round to even', () => {
+  for (let bits = 0; bits <= 0xffff; bits++) {
+    const value = halfToFloat(bits);
+    assert.equal(floatToHalf(value), Number.isNaN(value) ? 0x7e00 : bits);
+  }
+  for (let bits = 0; bits < 0x7bff; bits++) {
+    const low = halfToFloat(bits);
+    const midpoint = (low + halfToFloat(bits + 1)) / 2;
+    assert.equal(floatToHalf(midpoint), bits % 2 === 0 ? bits : bits + 1);
+    assert.equal(floatToHalf(midpoint * (1 + 2 ** -40)), bits + 1);
+    assert.equal(floatToHalf(midpoint * (1 - 2 ** -40)), bits);
+  }
+  const cases: [number, number][] = [
+    [1, 0x3c00],
+    [-2, 0xc000],
+    [0.1, 0x2e66],
+    [1 / 3, 0x3555],
+    [-0, 0x8000],
+    [65504, 0x7bff],
+    [65519.99, 0x7bff],
+    [65520, 0x7c00],
+    [1e10, 0x7c00],
+    [-Infinity, 0xfc00],
+    [2 ** -25, 0x0000],
+    [1e-10, 0x0000],
+    [2 ** -24, 0x0001],
+  ];
+  for (const [value, bits] of cases) assert.equal(floatToHalf(value), bits, `${value}`);
+});
