@@ -94,6 +94,8 @@ export class Batcher {
   private wakeTimer: unknown;
   private wakeAt = Infinity;
   private drainWaiters: (() => void)[] = [];
+  /** Set while draining: queued requests go at once instead of waiting for fuller batches. */
+  private flushing = false;
 
   constructor(
     runners: readonly BatchRunner[],
@@ -184,10 +186,16 @@ export class Batcher {
     this.schedule();
   }
 
-  /** Resolves once nothing is queued or running: every admitted request has its answer. */
+  /**
+   * Resolves once nothing is queued or running: every admitted request has its answer.
+   * Queued requests are dispatched without waiting out the queue delay.
+   */
   drained(): Promise<void> {
     if (this.queuedRows === 0 && this.running === 0) return Promise.resolve();
-    return new Promise((resolve) => this.drainWaiters.push(resolve));
+    this.flushing = true;
+    const done = new Promise<void>((resolve) => this.drainWaiters.push(resolve));
+    this.schedule();
+    return done;
   }
 
   private groupFor(shapeKey: string): ShapeGroup {
@@ -253,7 +261,7 @@ export class Batcher {
     let preferred = 0;
     for (const size of preferredBatchSizes) if (size <= queuedRows && size > preferred) preferred = size;
     if (preferred > 0) return preferred;
-    return oldestWaitMs * 1000 >= maxQueueDelayUs ? maxBatchSize : 0;
+    return this.flushing || oldestWaitMs * 1000 >= maxQueueDelayUs ? maxBatchSize : 0;
   }
 
   /** Takes requests in priority, then arrival, order while they fit in `targetRows`. */
@@ -360,6 +368,7 @@ export class Batcher {
     if (this.queuedRows !== 0 || this.running !== 0) return;
     const waiters = this.drainWaiters;
     this.drainWaiters = [];
+    this.flushing = false;
     for (const resolve of waiters) resolve();
   }
 }

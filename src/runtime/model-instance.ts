@@ -1,5 +1,6 @@
 import type ort from 'onnxruntime-node';
 import type { BatchRunner, BatchTimings } from '../batching/batch-runner.js';
+import { BatchserveError, InferenceFailedError } from '../errors.js';
 import { runBatchTimed } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext, HandlerRequest } from '../handlers/types.js';
 
@@ -13,8 +14,15 @@ export class ModelInstance implements BatchRunner {
     private readonly context: HandlerContext,
   ) {}
 
-  run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
-    return runBatchTimed(this.handler, requests, this.context);
+  async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
+    try {
+      return await runBatchTimed(this.handler, requests, this.context);
+    } catch (error) {
+      if (error instanceof BatchserveError) throw error;
+      // A handler's or onnxruntime's own exception: the client gets its message, not a bare 500.
+      const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+      throw new InferenceFailedError(`inference failed on ${this.id}: ${message}`, { cause: error });
+    }
   }
 
   release(): Promise<void> {

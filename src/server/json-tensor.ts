@@ -22,13 +22,13 @@ export interface JsonInput {
   readonly count: number;
 }
 
-const INTEGER_RANGE = {
-  UINT8: [0, 0xff],
-  UINT16: [0, 0xffff],
-  UINT32: [0, 0xffffffff],
-  INT8: [-0x80, 0x7f],
-  INT16: [-0x8000, 0x7fff],
-  INT32: [-0x80000000, 0x7fffffff],
+const INTEGER_TYPES = {
+  UINT8: [Uint8Array, 0, 0xff],
+  UINT16: [Uint16Array, 0, 0xffff],
+  UINT32: [Uint32Array, 0, 0xffffffff],
+  INT8: [Int8Array, -0x80, 0x7f],
+  INT16: [Int16Array, -0x8000, 0x7fff],
+  INT32: [Int32Array, -0x80000000, 0x7fffffff],
 } as const;
 
 const INT64_RANGE: [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
@@ -71,15 +71,7 @@ export function readJsonTensor(input: JsonInput, data: unknown, maxElements: num
       filled = fillStrings(data, values, 0, input);
       break;
     default: {
-      const [min, max] = INTEGER_RANGE[datatype];
-      const IntegerArray = {
-        UINT8: Uint8Array,
-        UINT16: Uint16Array,
-        UINT32: Uint32Array,
-        INT8: Int8Array,
-        INT16: Int16Array,
-        INT32: Int32Array,
-      }[datatype];
+      const [IntegerArray, min, max] = INTEGER_TYPES[datatype];
       values = new IntegerArray(count);
       filled = fillIntegers(data, values, 0, input, min, max);
     }
