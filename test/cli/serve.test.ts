@@ -1,0 +1,143 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { affine, affineRequest, call, packAffine } from '../fixtures/server.js';
+import { tempDir } from '../fixtures/temp.js';
+
+const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
+
+interface Served {
+  child: ChildProcess;
+  urls: Record<string, string>;
+  stderr: () => string;
+  exit: Promise<number | null>;
+}
+
+/** Starts `batchserve serve` and waits for its start-up block. */
+async function serve(args: string[]): Promise<Served> {
+  const child = spawn(
+    process.execPath,
+    [BIN, 'serve', '--port', '0', '--management-port', '0', '--metrics-port', '0', ...args],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exit = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  await new Promise<void>((ready, fail) => {
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (stdout.includes('  models\n')) ready();
+    });
+    void exit.then((code) => fail(new Error(`serve exited with ${code}: ${stderr}`)));
+  });
+  const urls: Record<string, string> = {};
+  for (const name of ['inference', 'management', 'metrics']) {
+    urls[name] = new RegExp(`${name}\\s+(http://[\\d.:]+)`).exec(stdout)?.[1] ?? '';
+  }
+  return { child, urls, stderr: () => stderr, exit };
+}
+
+test('SIGTERM drains: admitted requests are answered, then the process exits 0', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 5s\n' });
+  const served = await serve(['--models', `affine=${archive}`, '--no-auth', '--drain-timeout', '10s']);
+  t.after(() => served.child.kill('SIGKILL'));
+  assert.equal((await call(`${served.urls.inference}/v2/health/ready`)).status, 200);
+  assert.match(served.stderr(), /authentication is disabled/);
+
+  const url = `${served.urls.inference}/v2/models/affine/infer`;
+  const rows = [
+    [1, 2, 3, 4],
+    [5, 6, 7, 8],
+    [9, 10, 11, 12],
+  ];
+  const pending = rows.map((row) => call(url, { body: affineRequest([row]) }));
+  await new Promise((done) => setTimeout(done, 300));
+  const started = Date.now();
+  served.child.kill('SIGTERM');
+  const answers = await Promise.all(pending);
+  answers.forEach((answer, index) => {
+    assert.equal(answer.status, 200);
+    assert.deepEqual(answer.body.outputs[0].data, affine([rows[index] as number[]]));
+  });
+  assert.equal(await served.exit, 0);
+  assert.ok(Date.now() - started < 4000, 'queued requests went at once instead of waiting out the 5 s delay');
+  assert.match(served.stderr(), /drained/);
+  await assert.rejects(call(`${served.urls.inference}/v2/health/live`), 'no longer listening');
+});
+
+test('the management token is generated into a 0600 key file and enforced', async (t) => {
+  const dir = await tempDir(t);
+  const keyFile = join(dir, 'mgmt.key');
+  const served = await serve([
+    '--models',
+    `affine=${await packAffine(dir)}`,
+    '--key-file',
+    keyFile,
+    '--log-level',
+    'warn',
+  ]);
+  t.after(() => served.child.kill('SIGKILL'));
+  assert.equal((await stat(keyFile)).mode & 0o777, 0o600);
+  const token = (await readFile(keyFile, 'utf8')).trim();
+  assert.ok(token.length >= 32);
+  assert.equal((await call(`${served.urls.management}/models`)).status, 401);
+  assert.equal(
+    (await call(`${served.urls.management}/models`, { headers: { authorization: `Bearer ${token}` } })).status,
+    200,
+  );
+  served.child.kill('SIGINT');
+  assert.equal(await served.exit, 0);
+});
+
+test('serve refuses bad start-up input with one line and a non-zero exit', async (t) => {
+  const dir = await tempDir(t);
+  const run = (args: string[]): Promise<{ code: number | null; stderr: string }> =>
+    new Promise((done) => {
+      const child = spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.once('exit', (code) => done({ code, stderr }));
+    });
+  const nothing = await run([]);
+  assert.equal(nothing.code, 2);
+  assert.match(nothing.stderr, /nothing to serve/);
+  const missing = await run([
+    '--models',
+    `x=${join(dir, 'missing.mar')}`,
+    '--port',
+    '0',
+    '--management-port',
+    '0',
+    '--metrics-port',
+    '0',
+    '--no-auth',
+    '--log-level',
+    'silent',
+  ]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /BS_ERR_INPUT_FILE/);
+  const wrongName = await run([
+    '--models',
+    `other=${await packAffine(dir)}`,
+    '--port',
+    '0',
+    '--management-port',
+    '0',
+    '--metrics-port',
+    '0',
+    '--no-auth',
+    '--log-level',
+    'silent',
+  ]);
+  assert.equal(wrongName.code, 2);
+  assert.match(wrongName.stderr, /holds model "affine"/);
+  const badPort = await run(['--models', 'a=b.mar', '--port', 'eighty']);
+  assert.equal(badPort.code, 2);
+});

@@ -1,0 +1,135 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { affine, affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
+import { tempDir } from '../fixtures/temp.js';
+
+const AUTH = { authorization: 'Bearer test-token' };
+
+test('the management API needs the bearer token', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, { models: [`affine=${await packAffine(dir)}`] });
+  const base = server.urls.management;
+  const missing = await call(`${base}/models`);
+  assert.equal(missing.status, 401);
+  assert.match(missing.body.error, /Authorization: Bearer/);
+  assert.equal((await call(`${base}/models`, { headers: { authorization: 'Bearer nope' } })).status, 401);
+  assert.equal((await call(`${base}/models/affine`, { method: 'DELETE' })).status, 401);
+  assert.equal((await call(`${base}/models`, { headers: AUTH })).status, 200);
+  assert.equal((await call(`${server.urls.inference}/v2/models/affine`)).status, 200, 'inference needs no token');
+});
+
+test('list, describe, scale and change batching live', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 30ms\n' });
+  const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  const base = server.urls.management;
+  assert.deepEqual((await call(`${base}/models`, { headers: AUTH })).body, {
+    models: [{ modelName: 'affine', modelUrl: 'affine.mar' }],
+  });
+  const [described] = (await call(`${base}/models/affine`, { headers: AUTH })).body;
+  assert.equal(described.batchSize, 8);
+  assert.equal(described.maxBatchDelay, 30);
+  assert.equal(described.loadedAtStartup, true);
+  assert.deepEqual(
+    described.workers.map((worker: { device: string }) => worker.device),
+    ['cpu'],
+  );
+
+  const url = `${server.urls.inference}/v2/models/affine/infer`;
+  const stats = async (): Promise<{ inference_count: number; execution_count: number }> =>
+    (await call(`${server.urls.inference}/v2/models/affine/stats`)).body.model_stats[0];
+  const burst = async (): Promise<void> => {
+    const answers = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((v) => call(url, { body: affineRequest([[v, v, v, v]]) })),
+    );
+    answers.forEach((answer, i) =>
+      assert.deepEqual(answer.body.outputs[0].data, affine([[i + 1, i + 1, i + 1, i + 1]])),
+    );
+  };
+  await burst();
+  const batched = await stats();
+  assert.ok(batched.execution_count < 6, `batched with size 8 (${batched.execution_count} passes)`);
+
+  const update = await call(`${base}/models/affine?batch_size=1&max_batch_delay=0&min_worker=2`, {
+    method: 'PUT',
+    headers: AUTH,
+  });
+  assert.equal(update.status, 200, JSON.stringify(update.body));
+  const [changed] = (await call(`${base}/models/affine/1`, { headers: AUTH })).body;
+  assert.equal(changed.batchSize, 1);
+  assert.equal(changed.maxBatchDelay, 0);
+  assert.equal(changed.workers.length, 2);
+  await burst();
+  const unbatched = await stats();
+  assert.equal(unbatched.execution_count - batched.execution_count, 6, 'batch size 1 now: one pass per request');
+
+  assert.equal((await call(`${base}/models/affine?batch_size=-2`, { method: 'PUT', headers: AUTH })).status, 400);
+  assert.equal((await call(`${base}/models/affine?min_worker=0`, { method: 'PUT', headers: AUTH })).status, 400);
+  assert.equal((await call(`${base}/models/nope`, { headers: AUTH })).status, 404);
+});
+
+test('register from the model store, versions and the default, unregister; remote URLs refused', async (t) => {
+  const dir = await tempDir(t);
+  const { rename } = await import('node:fs/promises');
+  await rename(await packAffine(dir, { version: '2' }), join(dir, 'store', 'affine-v2.mar'));
+  const first = await packAffine(dir, { version: '1' });
+  await packAffine(dir, { name: 'second' });
+  const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
+  const base = server.urls.management;
+
+  const registered = await call(`${base}/models?url=second.mar&initial_workers=2&batch_size=4`, {
+    method: 'POST',
+    headers: AUTH,
+  });
+  assert.equal(registered.status, 200, JSON.stringify(registered.body));
+  assert.match(registered.body.status, /Model "second" Version: 1 registered with 2 initial workers/);
+  const page = await call(`${base}/models?limit=1`, { headers: AUTH });
+  assert.deepEqual(page.body, { models: [{ modelName: 'affine', modelUrl: 'affine.mar' }], nextPageToken: '1' });
+  assert.deepEqual(
+    (await call(`${base}/models?limit=1&next_page_token=1`, { headers: AUTH })).body.models[0].modelName,
+    'second',
+  );
+  assert.equal((await call(`${base}/models?url=second.mar`, { method: 'POST', headers: AUTH })).status, 409);
+
+  assert.equal((await call(`${base}/models?url=affine-v2.mar`, { method: 'POST', headers: AUTH })).status, 200);
+  const infer = (path: string): Promise<{ body: { model_version: string } }> =>
+    call(`${server.urls.inference}${path}`, { body: affineRequest([[1, 1, 1, 1]]) });
+  assert.equal((await infer('/v2/models/affine/infer')).body.model_version, '2', 'the latest version by default');
+  assert.equal((await call(`${base}/models/affine/1/set-default`, { method: 'PUT', headers: AUTH })).status, 200);
+  assert.equal((await infer('/v2/models/affine/infer')).body.model_version, '1');
+  assert.equal((await infer('/v2/models/affine/versions/2/infer')).body.model_version, '2');
+  assert.equal((await call(`${base}/models/affine/all`, { headers: AUTH })).body.length, 2);
+
+  assert.equal((await call(`${base}/models/second`, { method: 'DELETE', headers: AUTH })).status, 200);
+  assert.equal((await call(`${server.urls.inference}/v2/models/second`)).status, 404);
+  assert.equal((await call(`${base}/models/affine/2`, { method: 'DELETE', headers: AUTH })).status, 200);
+  assert.equal((await infer('/v2/models/affine/infer')).body.model_version, '1');
+
+  assert.equal((await call(`${base}/models?url=../../etc/passwd`, { method: 'POST', headers: AUTH })).status, 403);
+  const remote = await call(`${base}/models?url=${encodeURIComponent('https://example.com/m.mar')}`, {
+    method: 'POST',
+    headers: AUTH,
+  });
+  assert.equal(remote.status, 403);
+  assert.match(remote.body.error, /allowed_urls/);
+  assert.equal((await call(`${base}/models`, { method: 'POST', headers: AUTH })).status, 400);
+});
+
+test('the v2 repository extension loads and unloads from the model store', async (t) => {
+  const dir = await tempDir(t);
+  const first = await packAffine(dir);
+  await packAffine(dir, { name: 'second' });
+  const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
+  const base = server.urls.inference;
+  const index = await call(`${base}/v2/repository/index`, { method: 'POST', body: '{}' });
+  assert.deepEqual(index.body, [
+    { name: 'affine', version: '1', state: 'READY' },
+    { name: 'second', state: 'UNAVAILABLE' },
+  ]);
+  assert.equal((await call(`${base}/v2/repository/models/second/load`, { method: 'POST', body: '{}' })).status, 200);
+  assert.equal((await call(`${base}/v2/models/second/ready`)).status, 200);
+  assert.equal((await call(`${base}/v2/repository/models/second/unload`, { method: 'POST', body: '{}' })).status, 200);
+  assert.equal((await call(`${base}/v2/models/second`)).status, 404);
+  assert.equal((await call(`${base}/v2/repository/models/missing/load`, { method: 'POST', body: '{}' })).status, 404);
+});
