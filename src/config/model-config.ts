@@ -121,6 +121,13 @@ export const modelConfigSchema = {
           default: 'all',
           description: 'onnxruntime graph optimizations.',
         },
+        thread: {
+          kind: 'enum',
+          values: ['worker', 'main'],
+          default: 'worker',
+          description:
+            "Where each instance's handler and session run: a worker thread of its own, so one model's JavaScript work (image decoding, stacking) never stalls the HTTP loop; or the main thread, which saves a thread hop per batch.",
+        },
       },
     },
     warmup: {
@@ -226,6 +233,7 @@ export interface ModelConfig {
     readonly intra_op_threads: number;
     readonly inter_op_threads: number;
     readonly graph_optimization_level: 'disabled' | 'basic' | 'extended' | 'all';
+    readonly thread: 'worker' | 'main';
   };
   readonly warmup: boolean;
   readonly labels_file?: string;

@@ -1,20 +1,15 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import ort from 'onnxruntime-node';
 import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
-import { reconcileWithModel } from '../config/reconcile.js';
 import { ModelLoadError } from '../errors.js';
-import { isBuiltinHandler, loadHandler } from '../handlers/load.js';
-import { createHandlerContext } from '../handlers/pipeline.js';
-import type { Handler } from '../handlers/types.js';
+import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
-import { allocateTensorData, ortTypeOf } from '../runtime/datatypes.js';
-import { ModelInstance } from '../runtime/model-instance.js';
-import { createSession, readSignature } from '../runtime/session.js';
-import type { TensorMap } from '../runtime/tensors.js';
+import { ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
+import { openInstance, type InstanceSpec } from '../runtime/open-instance.js';
+import { WorkerInstance } from '../runtime/worker-instance.js';
 import { LoadedModel } from './loaded-model.js';
 
 export interface LoadOptions {
@@ -35,7 +30,7 @@ export interface LoadOptions {
 export async function loadModelArchive(archivePath: string, options: LoadOptions): Promise<LoadedModel> {
   const started = process.hrtime.bigint();
   const workDir = await mkdtemp(join(options.workRoot, `${basename(archivePath).replace(/[^\w.-]/g, '_')}-`));
-  const instances: ModelInstance[] = [];
+  const instances: ServingInstance[] = [];
   try {
     const modelDir = join(workDir, 'model');
     await unpackArchive(archivePath, modelDir);
@@ -46,30 +41,36 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     const labels = storedConfig.labels_file
       ? (await readFile(join(modelDir, storedConfig.labels_file), 'utf8')).split(/\r?\n/).filter((line) => line !== '')
       : undefined;
-    const handler: Handler = await loadHandler(
-      isBuiltinHandler(manifest.model.handler) ? manifest.model.handler : join(modelDir, manifest.model.handler),
-    );
     const devices = storedConfig.instances.flatMap((group) =>
       Array.from({ length: group.count }, () => options.device ?? group.device),
     );
     const name = manifest.model.modelName;
     const version = options.version ?? manifest.model.modelVersion;
+    const handler = isBuiltinHandler(manifest.model.handler)
+      ? manifest.model.handler
+      : join(modelDir, manifest.model.handler);
     let config: CompleteModelConfig | undefined;
 
-    const createInstance = async (index: number): Promise<ModelInstance> => {
-      const device = devices[index] ?? devices[0] ?? 'cpu';
-      const session = await createSession(modelPath, { runtime: storedConfig.runtime, device }, configSource);
-      config ??= reconcileWithModel(storedConfig, readSignature(session, modelPath), configSource);
-      const context = createHandlerContext({
+    const createInstance = async (index: number): Promise<ServingInstance> => {
+      const spec: InstanceSpec = {
         modelName: name,
         modelVersion: version,
-        config,
-        session,
-        ...(labels ? { labels } : {}),
-      });
-      await handler.initialize?.(context);
-      if (config.warmup) await warmUp(session, config);
-      return new ModelInstance(`${name}:${version}:${index}`, device, session, handler, context);
+        modelPath,
+        handler,
+        config: storedConfig,
+        configSource,
+        labels,
+        device: devices[index] ?? devices[0] ?? 'cpu',
+      };
+      const id = `${name}:${version}:${index}`;
+      if (storedConfig.runtime.thread === 'worker') {
+        const started = await WorkerInstance.start(id, spec);
+        config ??= started.config;
+        return started.instance;
+      }
+      const opened = await openInstance(spec);
+      config ??= opened.config;
+      return new ModelInstance(id, spec.device, opened.session, opened.handler, opened.context);
     };
     for (let index = 0; index < devices.length; index++) instances.push(await createInstance(index));
 
@@ -94,26 +95,4 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       cause: error,
     });
   }
-}
-
-/**
- * A forward pass at batch size 1 and every preferred size, on zeros, so the first real
- * requests don't pay for lazy initialization (much larger on GPUs).
- */
-async function warmUp(session: ort.InferenceSession, config: CompleteModelConfig): Promise<void> {
-  const sizes = config.max_batch_size > 0 ? [...new Set([1, ...config.dynamic_batching.preferred_batch_sizes])] : [0];
-  for (const size of sizes) {
-    const feeds: TensorMap = {};
-    for (const input of config.inputs) {
-      const dims = input.shape.map((dim, axis) => (axis === 0 && size > 0 ? size : dim === -1 ? 1 : dim));
-      const type = ortTypeOf(input.datatype);
-      const length = dims.reduce((a, b) => a * b, 1);
-      feeds[input.name] = zeros(type, length, dims);
-    }
-    await session.run(feeds);
-  }
-}
-
-function zeros(type: ort.Tensor.Type, length: number, dims: number[]): ort.Tensor {
-  return new ort.Tensor(type, allocateTensorData(type, length), dims);
 }

@@ -6,12 +6,12 @@ import { ModelNotReadyError, UsageError } from '../errors.js';
 import type { HandlerRequest } from '../handlers/types.js';
 import { ModelStatistics } from '../metrics/model-statistics.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
-import type { ModelInstance } from '../runtime/model-instance.js';
+import type { ServingInstance } from '../runtime/model-instance.js';
 
 export type ModelState = 'ready' | 'unloading' | 'unloaded';
 
 /** Creates one more instance of a model (a session on a device), numbered `index`. */
-export type InstanceFactory = (index: number) => Promise<ModelInstance>;
+export type InstanceFactory = (index: number) => Promise<ServingInstance>;
 
 export interface LoadedModelParts {
   readonly name: string;
@@ -20,7 +20,7 @@ export interface LoadedModelParts {
   readonly manifest: ArchiveManifest;
   readonly config: CompleteModelConfig;
   readonly labels: readonly string[] | undefined;
-  readonly instances: readonly ModelInstance[];
+  readonly instances: readonly ServingInstance[];
   readonly createInstance: InstanceFactory;
   /** The extracted archive, removed on unload. */
   readonly workDir: string;
@@ -39,7 +39,7 @@ export class LoadedModel {
   readonly stats: ModelStatistics;
   readonly loadedAt = new Date();
   private currentConfig: CompleteModelConfig;
-  private instanceList: ModelInstance[];
+  private instanceList: ServingInstance[];
   private readonly batcher: Batcher;
   private readonly parts: LoadedModelParts;
   private modelState: ModelState = 'ready';
@@ -77,7 +77,7 @@ export class LoadedModel {
     return this.currentConfig;
   }
 
-  get instances(): readonly ModelInstance[] {
+  get instances(): readonly ServingInstance[] {
     return this.instanceList;
   }
 
@@ -146,7 +146,7 @@ export class LoadedModel {
     }
     const current = this.instanceList;
     if (count > current.length) {
-      const added: ModelInstance[] = [];
+      const added: ServingInstance[] = [];
       for (let index = current.length; index < count; index++) added.push(await this.parts.createInstance(index));
       this.instanceList = [...current, ...added];
       this.batcher.setRunners(this.instanceList);

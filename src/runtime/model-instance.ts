@@ -4,8 +4,11 @@ import { BatchserveError, InferenceFailedError } from '../errors.js';
 import { runBatchTimed } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext, HandlerRequest } from '../handlers/types.js';
 
+/** An instance the repository can serve with and free: in this thread or in a worker. */
+export type ServingInstance = BatchRunner & { release(): Promise<void> };
+
 /** One onnxruntime session on one device, running one batch at a time through the handler. */
-export class ModelInstance implements BatchRunner {
+export class ModelInstance implements ServingInstance {
   constructor(
     readonly id: string,
     readonly device: string,

@@ -9,7 +9,7 @@ export interface ModelSignature {
   readonly outputs: readonly TensorSpec[];
 }
 
-export type SessionOptions = Pick<ModelConfig, 'runtime'> & {
+export type SessionOptions = { runtime: Omit<ModelConfig['runtime'], 'thread'> } & {
   /** A config device (cpu, webgpu, cuda[:N], tensorrt[:N]); default cpu. */
   readonly device?: string;
 };

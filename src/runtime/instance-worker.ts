@@ -1,0 +1,36 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { ModelInstance } from './model-instance.js';
+import { openInstance, type InstanceSpec } from './open-instance.js';
+import { fromWireRequest, toWireError, toWireResponse, type WireRequest } from './worker-protocol.js';
+
+/**
+ * One model instance in a worker thread of its own: the handler's JavaScript work and the
+ * tensor stacking happen here, so they never stall the server's HTTP loop.
+ */
+const port = parentPort;
+if (!port) throw new Error('instance-worker must run in a worker thread');
+const spec = workerData as InstanceSpec & { id: string };
+
+try {
+  const opened = await openInstance(spec);
+  const instance = new ModelInstance(spec.id, spec.device, opened.session, opened.handler, opened.context);
+  port.on('message', (message: { type: 'run'; id: number; requests: WireRequest[] } | { type: 'close' }) => {
+    if (message.type === 'close') {
+      void instance.release().finally(() => port.close());
+      return;
+    }
+    instance.run(message.requests.map(fromWireRequest)).then(
+      ({ responses, timings }) => {
+        try {
+          port.postMessage({ type: 'result', id: message.id, responses: responses.map(toWireResponse), timings });
+        } catch (error) {
+          port.postMessage({ type: 'result', id: message.id, error: toWireError(error) });
+        }
+      },
+      (error: unknown) => port.postMessage({ type: 'result', id: message.id, error: toWireError(error) }),
+    );
+  });
+  port.postMessage({ type: 'ready', config: opened.config });
+} catch (error) {
+  port.postMessage({ type: 'failed', error: toWireError(error) });
+}

@@ -1,0 +1,77 @@
+import ort from 'onnxruntime-node';
+import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
+import { reconcileWithModel } from '../config/reconcile.js';
+import { loadHandler } from '../handlers/load.js';
+import { createHandlerContext } from '../handlers/pipeline.js';
+import type { Handler, HandlerContext } from '../handlers/types.js';
+import { allocateTensorData, ortTypeOf } from './datatypes.js';
+import { createSession, readSignature } from './session.js';
+import type { TensorMap } from './tensors.js';
+
+/** Everything one instance needs, as plain data so it can cross into a worker thread. */
+export interface InstanceSpec {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly modelPath: string;
+  /** A built-in handler name or an absolute handler file path. */
+  readonly handler: string;
+  readonly config: ModelConfig;
+  /** Names the config in errors: `archive!model-config.yaml`. */
+  readonly configSource: string;
+  readonly labels: readonly string[] | undefined;
+  readonly device: string;
+}
+
+export interface OpenedInstance {
+  readonly session: ort.InferenceSession;
+  readonly handler: Handler;
+  readonly context: HandlerContext;
+  readonly config: CompleteModelConfig;
+}
+
+/**
+ * Opens the session on its device, checks the config against the real model, imports the
+ * handler, runs its initialize hook and warms up every preferred batch size.
+ */
+export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> {
+  const session = await createSession(
+    spec.modelPath,
+    { runtime: spec.config.runtime, device: spec.device },
+    spec.configSource,
+  );
+  try {
+    const config = reconcileWithModel(spec.config, readSignature(session, spec.modelPath), spec.configSource);
+    const handler = await loadHandler(spec.handler);
+    const context = createHandlerContext({
+      modelName: spec.modelName,
+      modelVersion: spec.modelVersion,
+      config,
+      session,
+      ...(spec.labels ? { labels: spec.labels } : {}),
+    });
+    await handler.initialize?.(context);
+    if (config.warmup) await warmUp(session, config);
+    return { session, handler, context, config };
+  } catch (error) {
+    await session.release();
+    throw error;
+  }
+}
+
+/**
+ * A forward pass at batch size 1 and every preferred size, on zeros, so the first real
+ * requests don't pay for lazy initialization (much larger on GPUs).
+ */
+async function warmUp(session: ort.InferenceSession, config: CompleteModelConfig): Promise<void> {
+  const sizes = config.max_batch_size > 0 ? [...new Set([1, ...config.dynamic_batching.preferred_batch_sizes])] : [0];
+  for (const size of sizes) {
+    const feeds: TensorMap = {};
+    for (const input of config.inputs) {
+      const dims = input.shape.map((dim, axis) => (axis === 0 && size > 0 ? size : dim === -1 ? 1 : dim));
+      const type = ortTypeOf(input.datatype);
+      const length = dims.reduce((a, b) => a * b, 1);
+      feeds[input.name] = new ort.Tensor(type, allocateTensorData(type, length), dims);
+    }
+    await session.run(feeds);
+  }
+}

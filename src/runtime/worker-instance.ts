@@ -1,0 +1,93 @@
+import { Worker } from 'node:worker_threads';
+import type { BatchRunner, BatchTimings } from '../batching/batch-runner.js';
+import type { CompleteModelConfig } from '../config/model-config.js';
+import { InferenceFailedError } from '../errors.js';
+import type { HandlerRequest } from '../handlers/types.js';
+import type { InstanceSpec } from './open-instance.js';
+import {
+  fromWireError,
+  fromWireResponse,
+  toWireRequest,
+  type WireError,
+  type WireResponse,
+} from './worker-protocol.js';
+
+type WorkerMessage =
+  | { type: 'ready'; config: CompleteModelConfig }
+  | { type: 'failed'; error: WireError }
+  | { type: 'result'; id: number; responses?: WireResponse[]; timings?: BatchTimings; error?: WireError };
+
+interface Waiting {
+  resolve(result: { responses: unknown[]; timings: BatchTimings }): void;
+  reject(error: unknown): void;
+}
+
+/** A model instance living in its own worker thread; batches go there and answers come back. */
+export class WorkerInstance implements BatchRunner {
+  private nextId = 0;
+  private readonly waiting = new Map<number, Waiting>();
+  private failure: Error | undefined;
+
+  private constructor(
+    readonly id: string,
+    readonly device: string,
+    private readonly worker: Worker,
+  ) {
+    worker.on('message', (message: WorkerMessage) => {
+      if (message.type !== 'result') return;
+      const waiting = this.waiting.get(message.id);
+      this.waiting.delete(message.id);
+      if (message.error) waiting?.reject(fromWireError(message.error));
+      else
+        waiting?.resolve({
+          responses: (message.responses ?? []).map(fromWireResponse),
+          timings: message.timings as BatchTimings,
+        });
+    });
+    const fail = (error: Error): void => {
+      this.failure = new InferenceFailedError(`instance ${id} stopped: ${error.message}`);
+      for (const waiting of this.waiting.values()) waiting.reject(this.failure);
+      this.waiting.clear();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`its worker thread exited with code ${code}`)));
+  }
+
+  /** Starts the worker and resolves once the instance is open, checked and warmed up. */
+  static async start(
+    id: string,
+    spec: InstanceSpec,
+  ): Promise<{ instance: WorkerInstance; config: CompleteModelConfig }> {
+    const worker = new Worker(new URL('./instance-worker.js', import.meta.url), { workerData: { ...spec, id } });
+    const config = await new Promise<CompleteModelConfig>((resolve, reject) => {
+      worker.once('message', (message: WorkerMessage) => {
+        if (message.type === 'ready') resolve(message.config);
+        else if (message.type === 'failed') reject(fromWireError(message.error));
+      });
+      worker.once('error', reject);
+      worker.once('exit', (code) =>
+        reject(new InferenceFailedError(`instance ${id} exited with code ${code} while loading`)),
+      );
+    }).catch(async (error: unknown) => {
+      await worker.terminate();
+      throw error;
+    });
+    return { instance: new WorkerInstance(id, spec.device, worker), config };
+  }
+
+  run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
+    if (this.failure) return Promise.reject(this.failure);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.worker.postMessage({ type: 'run', id, requests: requests.map(toWireRequest) });
+    });
+  }
+
+  async release(): Promise<void> {
+    this.worker.removeAllListeners('exit');
+    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    this.worker.postMessage({ type: 'close' });
+    await exited;
+  }
+}

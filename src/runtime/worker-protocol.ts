@@ -1,0 +1,107 @@
+import ort from 'onnxruntime-node';
+import { BatchserveError, InferenceFailedError, errorClasses } from '../errors.js';
+import type { HandlerRequest } from '../handlers/types.js';
+import type { TensorMap } from './tensors.js';
+
+/**
+ * What crosses between the main thread and an instance's worker thread. Tensors travel as
+ * plain {type, dims, data}: ort.Tensor instances do not survive structured cloning.
+ */
+export interface WireTensor {
+  readonly type: ort.Tensor.Type;
+  readonly dims: readonly number[];
+  readonly data: ort.Tensor.DataType;
+}
+
+export interface WireRequest {
+  readonly inputs?: Record<string, WireTensor>;
+  readonly body?: Uint8Array;
+  readonly contentType?: string;
+}
+
+export type WireResponse =
+  | { readonly kind: 'tensors'; readonly tensors: Record<string, WireTensor> }
+  | { readonly kind: 'bytes'; readonly bytes: Uint8Array }
+  | { readonly kind: 'value'; readonly value: unknown };
+
+export interface WireError {
+  readonly code: string;
+  readonly message: string;
+}
+
+export function toWireTensors(tensors: TensorMap): Record<string, WireTensor> {
+  const wire: Record<string, WireTensor> = {};
+  for (const [name, tensor] of Object.entries(tensors))
+    wire[name] = { type: tensor.type, dims: tensor.dims, data: tensor.data };
+  return wire;
+}
+
+export function fromWireTensors(wire: Record<string, WireTensor>): TensorMap {
+  const tensors: TensorMap = {};
+  for (const [name, { type, dims, data }] of Object.entries(wire)) {
+    tensors[name] = new ort.Tensor(type, data, dims);
+  }
+  return tensors;
+}
+
+export function toWireRequest(request: HandlerRequest): WireRequest {
+  return {
+    ...(request.inputs ? { inputs: toWireTensors(request.inputs) } : {}),
+    ...(request.body ? { body: request.body } : {}),
+    ...(request.contentType ? { contentType: request.contentType } : {}),
+  };
+}
+
+export function fromWireRequest(wire: WireRequest): HandlerRequest {
+  return {
+    ...(wire.inputs ? { inputs: fromWireTensors(wire.inputs) } : {}),
+    ...(wire.body ? { body: Buffer.from(wire.body.buffer, wire.body.byteOffset, wire.body.byteLength) } : {}),
+    ...(wire.contentType ? { contentType: wire.contentType } : {}),
+  };
+}
+
+export function toWireResponse(response: unknown): WireResponse {
+  if (Buffer.isBuffer(response)) return { kind: 'bytes', bytes: response };
+  if (
+    typeof response === 'object' &&
+    response !== null &&
+    !Array.isArray(response) &&
+    Object.values(response).length > 0 &&
+    Object.values(response).every((value) => value instanceof ort.Tensor)
+  ) {
+    return { kind: 'tensors', tensors: toWireTensors(response as TensorMap) };
+  }
+  return { kind: 'value', value: response };
+}
+
+export function fromWireResponse(wire: WireResponse): unknown {
+  switch (wire.kind) {
+    case 'tensors':
+      return fromWireTensors(wire.tensors);
+    case 'bytes':
+      return Buffer.from(wire.bytes.buffer, wire.bytes.byteOffset, wire.bytes.byteLength);
+    case 'value':
+      return wire.value;
+  }
+}
+
+export function toWireError(error: unknown): WireError {
+  if (error instanceof BatchserveError) return { code: error.code, message: error.message };
+  return { code: new InferenceFailedError('').code, message: error instanceof Error ? error.message : String(error) };
+}
+
+const byCode = new Map<string, (typeof errorClasses)[number]>(
+  errorClasses.map((ErrorClass) => [
+    new (ErrorClass as new (...args: unknown[]) => BatchserveError)('', [], []).code,
+    ErrorClass,
+  ]),
+);
+
+/** The worker's error as the same class on this side, so its HTTP status and code hold. */
+export function fromWireError(wire: WireError): BatchserveError {
+  const ErrorClass = byCode.get(wire.code);
+  // Classes whose constructor takes more than a message never come from inference.
+  if (ErrorClass && ErrorClass.length < 2)
+    return new (ErrorClass as new (message: string) => BatchserveError)(wire.message);
+  return new InferenceFailedError(wire.message);
+}
