@@ -2,27 +2,33 @@ import type { FieldSpec } from './schema-kit.js';
 import { modelConfigSchema } from './model-config.js';
 
 /**
- * docs/model-config.md, rendered from the schema so the reference can never drift from
- * what validation accepts (a test compares the two).
+ * A reference page rendered from a schema, so the docs can never drift from what validation
+ * accepts (a test compares docs/ with these).
  */
-export function renderModelConfigReference(): string {
+export function renderSchemaReference(schema: FieldSpec, title: string, intro: readonly string[]): string {
   const rows: string[] = [];
-  collectRows(modelConfigSchema, '', rows);
+  collectRows(schema, '', rows);
   return [
-    '# model-config.yaml reference',
+    `# ${title}`,
     '',
-    '<!-- Generated from src/config/model-config.ts by `npm run docs`; do not edit by hand. -->',
+    '<!-- Generated from the schema by `npm run docs`; do not edit by hand. -->',
     '',
-    'Every archive holds one `model-config.yaml` (JSON is accepted too). Every key is optional;',
-    'unknown keys are errors. `pack` fills in `inputs`, `outputs` and `max_batch_size` from the',
-    'model when they are left out, and stores the completed config in the archive.',
-    'Durations take microseconds (an integer) or a string such as `250us`, `5ms`, `1.5s`.',
+    ...intro,
     '',
     '| key | type | default | description |',
     '| --- | --- | --- | --- |',
     ...rows,
     '',
   ].join('\n');
+}
+
+export function renderModelConfigReference(): string {
+  return renderSchemaReference(modelConfigSchema, 'model-config.yaml reference', [
+    'Every archive holds one `model-config.yaml` (JSON is accepted too). Every key is optional;',
+    'unknown keys are errors. `pack` fills in `inputs`, `outputs` and `max_batch_size` from the',
+    'model when they are left out, and stores the completed config in the archive.',
+    'Durations take microseconds (an integer) or a string such as `250us`, `5ms`, `1.5s`.',
+  ]);
 }
 
 function collectRows(spec: FieldSpec, path: string, rows: string[]): void {

@@ -162,7 +162,9 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
 }
 
 function requireReady(model: LoadedModel, isReady: boolean): void {
-  if (!isReady) throw new ModelNotReadyError(`model ${model.name} version ${model.version} is not ready`);
+  if (isReady) return;
+  const why = model.state === 'ready' ? 'the server is shutting down' : `it is ${model.state}`;
+  throw new ModelNotReadyError(`model ${model.name} version ${model.version} is not ready: ${why}`);
 }
 
 /** Ends when the client goes away before its answer, so a queued request is dropped. */

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { parseConfigText } from '../config/load.js';
 import { DEVICE_PATTERN } from '../config/model-config.js';
+import { renderSchemaReference } from '../config/reference.js';
 import { deepFreeze, validateField, type FieldSpec } from '../config/schema-kit.js';
 import { ConfigInvalidError, InputFileError } from '../errors.js';
 
@@ -22,11 +23,12 @@ export const serverConfigSchema = {
       default: [],
       items: {
         kind: 'string',
-        pattern: /^[^=]+=.+$/,
-        patternHint: 'name=path.mar',
+        pattern: /^(all|[^=\s]+=.+)$/,
+        patternHint: 'name=path.mar, or all',
         description: 'A model to load.',
       },
-      description: 'Models to load at start, each `name=path.mar` (the name must match the archive).',
+      description:
+        'Models to load at start, each `name=path.mar` (the name must match the archive), or `all` for every archive in the model store.',
     },
     model_store: { kind: 'string', description: 'Folder of archives for `--models all` and register-by-name.' },
     host: { kind: 'string', default: '127.0.0.1', description: 'Address every API binds to.' },
@@ -118,4 +120,14 @@ export async function readServerConfigFile(path: string): Promise<unknown> {
     );
   }
   return parseConfigText(text, path);
+}
+
+export function renderServerConfigReference(): string {
+  return renderSchemaReference(serverConfigSchema, 'serve options and server.yaml reference', [
+    '`batchserve serve --config server.yaml` reads these keys (YAML or JSON); every key is',
+    'optional and unknown keys are errors. Each has a flag of the same name in kebab case',
+    '(`max_request_size` → `--max-request-size`) that overrides the file; `auth.enabled: false`',
+    'is `--no-auth` and `auth.key_file` is `--key-file`. Durations take microseconds or a string',
+    'such as `10s`.',
+  ]);
 }

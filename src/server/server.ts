@@ -176,7 +176,7 @@ async function loadStartupModels(
       continue;
     }
     const at = spec.indexOf('=');
-    archives.push(at > 0 ? { name: spec.slice(0, at), path: spec.slice(at + 1) } : { path: spec });
+    archives.push({ name: spec.slice(0, at), path: spec.slice(at + 1) });
   }
   const loaded = new Set<string>();
   for (const { name, path } of archives) {

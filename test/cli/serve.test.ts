@@ -141,3 +141,32 @@ test('serve refuses bad start-up input with one line and a non-zero exit', async
   const badPort = await run(['--models', 'a=b.mar', '--port', 'eighty']);
   assert.equal(badPort.code, 2);
 });
+
+test('serve --config reads a server.yaml; flags override it; a bad key is refused', async (t) => {
+  const dir = await tempDir(t);
+  const { writeFile } = await import('node:fs/promises');
+  const config = join(dir, 'server.yaml');
+  await writeFile(
+    config,
+    `models: ["affine=${await packAffine(dir)}"]\nport: 0\nmanagement_port: 0\nmetrics_port: 0\nlog_level: warn\nauth:\n  token: from-config\n`,
+  );
+  const served = await serve(['--config', config, '--max-request-size', '100']);
+  t.after(() => served.child.kill('SIGKILL'));
+  assert.equal(
+    (await call(`${served.urls.management}/models`, { headers: { authorization: 'Bearer from-config' } })).status,
+    200,
+  );
+  const tooLarge = await call(`${served.urls.inference}/v2/models/affine/infer`, {
+    body: affineRequest([[1, 2, 3, 4]]) + ' '.repeat(100),
+  });
+  assert.equal(tooLarge.status, 413, 'the flag overrode the default request size');
+  served.child.kill('SIGTERM');
+  assert.equal(await served.exit, 0);
+
+  await writeFile(config, 'port: 0\nmodels: []\nmax_batch_delay: 5\n');
+  const bad = spawn(process.execPath, [BIN, 'serve', '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  bad.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  assert.equal(await new Promise((done) => bad.once('exit', done)), 1);
+  assert.match(stderr, /server\.yaml: max_batch_delay: unknown key/);
+});

@@ -113,9 +113,12 @@ test('YAML and JSON parse; syntax errors and duplicate keys name the file and li
   );
 });
 
-test('docs/model-config.md is the reference rendered from the schema (run `npm run docs` after a change)', async () => {
+test('docs/model-config.md and docs/server-config.md are rendered from the schemas (run `npm run docs` after a change)', async () => {
   const { readFile } = await import('node:fs/promises');
   const { renderModelConfigReference } = await import('../../src/config/reference.js');
   const doc = await readFile(new URL('../../../docs/model-config.md', import.meta.url), 'utf8');
   assert.equal(doc, renderModelConfigReference());
+  const { renderServerConfigReference } = await import('../../src/server/server-config.js');
+  const serverDoc = await readFile(new URL('../../../docs/server-config.md', import.meta.url), 'utf8');
+  assert.equal(serverDoc, renderServerConfigReference());
 });

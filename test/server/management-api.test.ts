@@ -133,3 +133,28 @@ test('the v2 repository extension loads and unloads from the model store', async
   assert.equal((await call(`${base}/v2/models/second`)).status, 404);
   assert.equal((await call(`${base}/v2/repository/models/missing/load`, { method: 'POST', body: '{}' })).status, 404);
 });
+
+test('while a model unloads it is not ready: new requests get 503, admitted ones finish', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packAffine(dir, {
+    handlerSource: `export async function inference(inputs, context) {
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  return context.builtins.tensor.inference(inputs, context);
+}
+`,
+  });
+  const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  const base = server.urls.inference;
+  const admitted = call(`${base}/v2/models/affine/infer`, { body: affineRequest([[1, 2, 3, 4]]) });
+  await new Promise((done) => setTimeout(done, 150));
+  const unloading = call(`${server.urls.management}/models/affine`, { method: 'DELETE', headers: AUTH });
+  await new Promise((done) => setTimeout(done, 50));
+  const refused = await call(`${base}/v2/models/affine/infer`, { body: affineRequest([[1, 1, 1, 1]]) });
+  assert.equal(refused.status, 503);
+  assert.match(refused.body.error, /unloading/);
+  assert.deepEqual((await call(`${base}/v2/models/affine/ready`)).body, { name: 'affine', ready: false });
+  assert.deepEqual((await call(`${base}/v2/health/ready`)).body, { ready: false });
+  assert.equal((await admitted).status, 200, 'the admitted request finished');
+  assert.equal((await unloading).status, 200);
+  assert.equal((await call(`${base}/v2/models/affine`)).status, 404);
+});

@@ -93,7 +93,10 @@ test('KServe v2 routes answer as the protocol says', async (t) => {
 test('binary and JSON requests give identical results; outputs and classification are selectable', async (t) => {
   const dir = await tempDir(t);
   await writeFile(join(dir, 'labels.txt'), 'a\nb\nc\nd\n');
-  const archive = await packAffine(dir, { config: 'max_batch_size: 8\n' });
+  const archive = await packAffine(dir, {
+    config: 'max_batch_size: 8\nlabels_file: labels.txt\n',
+    extraFiles: [join(dir, 'labels.txt')],
+  });
   const server = await startTestServer(t, { models: [`affine=${archive}`] });
   const url = `${server.urls.inference}/v2/models/affine/infer`;
   const rows = [
@@ -130,7 +133,7 @@ test('binary and JSON requests give identical results; outputs and classificatio
     body: affineRequest([[0, 3, 1, 2]], { outputs: [{ name: 'y', parameters: { classification: 2 } }] }),
   });
   assert.deepEqual(classified.body.outputs, [
-    { name: 'y', datatype: 'BYTES', shape: [1, 2], data: ['7.000000:1', '5.000000:3'] },
+    { name: 'y', datatype: 'BYTES', shape: [1, 2], data: ['7.000000:1:b', '5.000000:3:d'] },
   ]);
 });
 
