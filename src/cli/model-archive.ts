@@ -1,13 +1,6 @@
 import { Option, type Command } from 'commander';
+import { commaList } from './options.js';
 import { ARCHIVE_FORMATS, type ArchiveFormat } from '../archive/format.js';
-
-const list = (value: string, previous: string[] = []): string[] => [
-  ...previous,
-  ...value
-    .split(',')
-    .map((item) => item.trim())
-    .filter(Boolean),
-];
 
 /** Flags only: each action lazy-loads its command module. */
 export function registerModelArchive(program: Command): void {
@@ -23,7 +16,7 @@ export function registerModelArchive(program: Command): void {
     .option('--version <version>', 'model version', '1.0')
     .option('--handler <name|file>', 'built-in handler (tensor, image-classifier) or a .js/.ts handler file', 'tensor')
     .option('--config-file <path>', 'model-config.yaml (or .json); inputs/outputs are inferred when left out')
-    .option('--extra-files <paths>', 'comma-separated files or folders to include (labels, vocabularies)', list)
+    .option('--extra-files <paths>', 'comma-separated files or folders to include (labels, vocabularies)', commaList)
     .option('--export-path <dir>', 'where to write the archive', '.')
     .addOption(
       new Option('--archive-format <format>', 'zip, zip-store (no compression) or dir')

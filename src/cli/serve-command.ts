@@ -1,13 +1,6 @@
 import type { Command } from 'commander';
+import { commaList } from './options.js';
 import type { ServeCommandOptions } from './serve.js';
-
-const list = (value: string, previous: string[] = []): string[] => [
-  ...previous,
-  ...value
-    .split(',')
-    .map((item) => item.trim())
-    .filter(Boolean),
-];
 
 /** Flags only: the server's modules load when the command runs. */
 export function registerServe(program: Command): void {
@@ -17,7 +10,7 @@ export function registerServe(program: Command): void {
     .option(
       '--models <name=path.mar...>',
       'models to load (comma-separated or repeated); "all" loads the model store',
-      list,
+      commaList,
     )
     .option('--model-store <dir>', 'folder of archives for --models all and register-by-name')
     .option('--config <server.yaml>', 'server config file; flags override it')

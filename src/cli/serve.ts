@@ -1,7 +1,8 @@
 import { parseDuration } from '../config/schema-kit.js';
 import { UsageError } from '../errors.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
-import { readServerConfigFile, validateServerConfig, type ServerConfig } from '../server/server-config.js';
+import { readConfigFile } from '../config/load.js';
+import { validateServerConfig, type ServerConfig } from '../server/server-config.js';
 import { startServer, type BatchServer } from '../server/server.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 
@@ -42,7 +43,7 @@ export async function runServe(options: ServeCommandOptions): Promise<number> {
 }
 
 async function resolveConfig(options: ServeCommandOptions): Promise<ServerConfig> {
-  const fromFile = (options.config ? await readServerConfigFile(options.config) : {}) as Record<string, unknown>;
+  const fromFile = (options.config ? await readConfigFile(options.config) : {}) as Record<string, unknown>;
   const flags: Record<string, unknown> = {};
   if (options.models) flags.models = options.models;
   if (options.modelStore) flags.model_store = options.modelStore;

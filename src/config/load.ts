@@ -30,6 +30,11 @@ export function modelConfigFromText(text: string, source: string): ModelConfig {
 }
 
 export async function readModelConfigFile(path: string): Promise<ModelConfig> {
+  return validateModelConfig(await readConfigFile(path), path);
+}
+
+/** A YAML or JSON config file, parsed but not yet validated. */
+export async function readConfigFile(path: string): Promise<unknown> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -38,7 +43,7 @@ export async function readModelConfigFile(path: string): Promise<ModelConfig> {
       `cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`,
     );
   }
-  return modelConfigFromText(text, path);
+  return parseConfigText(text, path);
 }
 
 /**

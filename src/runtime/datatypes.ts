@@ -54,7 +54,11 @@ export function datatypeOfOrtType(ortType: string): Datatype | undefined {
 
 type NumericOrtType = Exclude<Tensor.Type, 'string'>;
 
-const TYPED_ARRAY_OF: Record<NumericOrtType, new (length: number) => Exclude<Tensor.DataType, string[]>> = {
+type NumericArrayConstructor = (new (length: number) => Exclude<Tensor.DataType, string[]>) & {
+  readonly BYTES_PER_ELEMENT: number;
+};
+
+const TYPED_ARRAY_OF: Record<NumericOrtType, NumericArrayConstructor> = {
   bool: Uint8Array,
   uint8: Uint8Array,
   int8: Int8Array,
@@ -75,4 +79,9 @@ const TYPED_ARRAY_OF: Record<NumericOrtType, new (length: number) => Exclude<Ten
 export function allocateTensorData(type: Tensor.Type, length: number): Tensor.DataType {
   if (type === 'string') return new Array<string>(length).fill('');
   return new TYPED_ARRAY_OF[type](length);
+}
+
+/** Bytes one element of a numeric type takes in a typed array. */
+export function bytesPerElement(type: NumericOrtType): number {
+  return TYPED_ARRAY_OF[type].BYTES_PER_ELEMENT;
 }

@@ -6,6 +6,13 @@ import { datatypeOfOrtType } from './datatypes.js';
 export type TensorMap = Record<string, ort.Tensor>;
 type TensorData = ort.Tensor['data'];
 
+/** Whether a handler's response is tensors by name (what v2 answers carry). */
+export function isTensorMap(value: unknown): value is TensorMap {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const values = Object.values(value);
+  return values.length > 0 && values.every((item) => item instanceof ort.Tensor);
+}
+
 /** Rows a request contributes to a batch: its first dimension. */
 export function rowsOf(tensor: ort.Tensor): number {
   return tensor.dims[0] ?? 1;

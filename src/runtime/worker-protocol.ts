@@ -1,7 +1,7 @@
 import ort from 'onnxruntime-node';
 import { BatchserveError, InferenceFailedError, errorClasses } from '../errors.js';
 import type { HandlerRequest } from '../handlers/types.js';
-import type { TensorMap } from './tensors.js';
+import { isTensorMap, type TensorMap } from './tensors.js';
 
 /**
  * What crosses between the main thread and an instance's worker thread. Tensors travel as
@@ -62,15 +62,7 @@ export function fromWireRequest(wire: WireRequest): HandlerRequest {
 
 export function toWireResponse(response: unknown): WireResponse {
   if (Buffer.isBuffer(response)) return { kind: 'bytes', bytes: response };
-  if (
-    typeof response === 'object' &&
-    response !== null &&
-    !Array.isArray(response) &&
-    Object.values(response).length > 0 &&
-    Object.values(response).every((value) => value instanceof ort.Tensor)
-  ) {
-    return { kind: 'tensors', tensors: toWireTensors(response as TensorMap) };
-  }
+  if (isTensorMap(response)) return { kind: 'tensors', tensors: toWireTensors(response) };
   return { kind: 'value', value: response };
 }
 

@@ -1,6 +1,6 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../errors.js';
-import { ortTypeOf, type Datatype } from '../runtime/datatypes.js';
+import { allocateTensorData, bytesPerElement, ortTypeOf, type Datatype } from '../runtime/datatypes.js';
 
 /**
  * The binary tensor layout of Triton's binary data extension: little-endian, row-major, no
@@ -9,41 +9,9 @@ import { ortTypeOf, type Datatype } from '../runtime/datatypes.js';
  * assumes a little-endian host, as every platform onnxruntime-node ships for is.
  */
 
-type NumericArray =
-  | Uint8Array
-  | Int8Array
-  | Uint16Array
-  | Int16Array
-  | Uint32Array
-  | Int32Array
-  | BigUint64Array
-  | BigInt64Array
-  | Float32Array
-  | Float64Array;
-
-interface NumericArrayConstructor {
-  new (buffer: ArrayBuffer): NumericArray;
-  readonly BYTES_PER_ELEMENT: number;
-}
-
-const ARRAY_OF: Record<Exclude<Datatype, 'BYTES'>, NumericArrayConstructor> = {
-  BOOL: Uint8Array,
-  UINT8: Uint8Array,
-  UINT16: Uint16Array,
-  UINT32: Uint32Array,
-  UINT64: BigUint64Array,
-  INT8: Int8Array,
-  INT16: Int16Array,
-  INT32: Int32Array,
-  INT64: BigInt64Array,
-  FP16: Uint16Array,
-  FP32: Float32Array,
-  FP64: Float64Array,
-};
-
 /** Bytes per element; 0 for BYTES, whose elements vary in size. */
 export function elementSize(datatype: Datatype): number {
-  return datatype === 'BYTES' ? 0 : ARRAY_OF[datatype].BYTES_PER_ELEMENT;
+  return datatype === 'BYTES' ? 0 : bytesPerElement(ortTypeOf(datatype) as Exclude<ort.Tensor.Type, 'string'>);
 }
 
 /**
@@ -68,9 +36,10 @@ export function readBinaryTensor(
       `input "${name}": shape [${dims.join(', ')}] of ${datatype} needs ${count * elementSize(datatype)} bytes, got ${size}`,
     );
   }
-  const copy = new Uint8Array(size);
-  copy.set(body.subarray(start, end));
-  return new ort.Tensor(ortTypeOf(datatype), new ARRAY_OF[datatype](copy.buffer), dims);
+  const type = ortTypeOf(datatype);
+  const data = allocateTensorData(type, count) as Exclude<ort.Tensor.DataType, string[]>;
+  new Uint8Array(data.buffer).set(body.subarray(start, end));
+  return new ort.Tensor(type, data as Float32Array, dims);
 }
 
 /** Reads exactly `count` length-prefixed strings that fill `body[start, end)`. */
@@ -100,7 +69,7 @@ function readStrings(name: string, count: number, body: Buffer, start: number, e
 /** The tensor's binary form: a view of its data for numeric types, no copy. */
 export function binaryTensorBytes(tensor: ort.Tensor): Uint8Array {
   if (tensor.type === 'string') return writeStrings(tensor.data as readonly string[]);
-  const data = tensor.data as NumericArray;
+  const data = tensor.data as Exclude<ort.Tensor.DataType, string[]>;
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
 

@@ -1,12 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import ort from 'onnxruntime-node';
 import type { SubmitOptions, SubmitResult } from '../batching/batcher.js';
 import { InferenceFailedError, InferenceInputError, ModelNotReadyError, UsageError } from '../errors.js';
 import type { HandlerRequest } from '../handlers/types.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
-import { batchPlacement, checkRequestTensors, type TensorMap } from '../runtime/tensors.js';
+import { batchPlacement, checkRequestTensors, isTensorMap, type TensorMap } from '../runtime/tensors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { mediaType, readBody, requireMediaType, sendJson, type Route } from './http.js';
 import { tritonModelConfig } from './triton-config.js';
@@ -280,16 +279,6 @@ function requestControls(parameters: Record<string, unknown>): Pick<SubmitOption
     ...(typeof timeout === 'number' && timeout > 0 ? { timeoutUs: timeout } : {}),
     ...(typeof priority === 'number' && priority > 0 ? { priority } : {}),
   };
-}
-
-function isTensorMap(value: unknown): value is TensorMap {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    !Array.isArray(value) &&
-    Object.values(value).length > 0 &&
-    Object.values(value).every((item) => item instanceof ort.Tensor)
-  );
 }
 
 function asTensorMap(response: unknown, model: LoadedModel): TensorMap {

@@ -1,9 +1,7 @@
-import { readFile } from 'node:fs/promises';
-import { parseConfigText } from '../config/load.js';
 import { DEVICE_PATTERN } from '../config/model-config.js';
 import { renderSchemaReference } from '../config/reference.js';
 import { deepFreeze, validateField, type FieldSpec } from '../config/schema-kit.js';
-import { ConfigInvalidError, InputFileError } from '../errors.js';
+import { ConfigInvalidError } from '../errors.js';
 
 const port = (defaultPort: number, what: string): FieldSpec => ({
   kind: 'integer',
@@ -108,18 +106,6 @@ export function validateServerConfig(raw: unknown, source: string): ServerConfig
   });
   if (problems.length > 0 || !config) throw new ConfigInvalidError(source, problems);
   return deepFreeze(config);
-}
-
-export async function readServerConfigFile(path: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    throw new InputFileError(
-      `cannot read server config ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`,
-    );
-  }
-  return parseConfigText(text, path);
 }
 
 export function renderServerConfigReference(): string {
