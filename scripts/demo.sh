@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded demo model, from a fresh clone after `npm ci`: pack PaddleOCR's
 # text-line orientation classifier into an archive, inspect and verify it, serve it with dynamic
-# batching, send it requests over both protocols and show the answers.
+# batching, send it requests over both protocols and show the answers, then run a short bench
+# sweep that prints the table and the batching ceiling and writes an HTML report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 node node_modules/typescript/bin/tsc -p tsconfig.json
@@ -44,4 +45,10 @@ kill -TERM "$server"
 status=0
 wait "$server" || status=$?
 echo "server exited with status $status"
-exit "$status"
+[ "$status" = 0 ] || exit "$status"
+echo
+echo "== bench (short sweep: batch sizes 1, 8 × delays 0, 2 ms × concurrency 1, 8)"
+batchserve bench "$out/orientation.mar" --in-process --batch-sizes 1,8 --delays 0,2ms --concurrency 1,8 \
+  --window 500ms --warmup 300ms --duration 1500ms --slo-p99 50ms \
+  --json "$out/bench.json" --html "$out/bench.html"
+echo "open $out/bench.html for the charts"

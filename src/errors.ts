@@ -205,6 +205,14 @@ export class ForbiddenError extends BatchserveError {
   override readonly httpStatus = 403;
 }
 
+// --- bench -----------------------------------------------------------------
+
+/** `bench --fail-on` or `--baseline` found violations; the message lists each. */
+export class BenchGateError extends BatchserveError {
+  override readonly code = 'BS_ERR_BENCH_GATE';
+  override readonly httpStatus = 400;
+}
+
 /** Every error class, for docs/errors.md and the test that keeps it in sync. */
 export const errorClasses = [
   UsageError,
@@ -239,4 +247,5 @@ export const errorClasses = [
   UnsupportedMediaTypeError,
   UnauthorizedError,
   ForbiddenError,
+  BenchGateError,
 ] as const;

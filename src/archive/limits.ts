@@ -15,7 +15,11 @@ export interface ArchiveLimits {
   maxEntryBytes: number;
   /** Uncompressed / compressed size of one entry; zip bombs live far above it. */
   maxRatio: number;
-  /** Entries at or below this size skip the ratio check: tiny files compress absurdly well. */
+  /**
+   * Entries at or below this size skip the ratio check. Real models with constant or zeroed
+   * weights compress several hundred to one, so the ratio only flags entries that are also
+   * large; the size limits and the streaming check against declared sizes cover the rest.
+   */
   ratioFloorBytes: number;
 }
 
@@ -26,7 +30,7 @@ export const defaultArchiveLimits: Readonly<ArchiveLimits> = Object.freeze({
   maxTotalBytes: 8 * GiB,
   maxEntryBytes: 4 * GiB,
   maxRatio: 200,
-  ratioFloorBytes: 1024 ** 2,
+  ratioFloorBytes: 32 * 1024 ** 2,
 });
 
 export function resolveLimits(overrides: Partial<ArchiveLimits> = {}): Readonly<ArchiveLimits> {

@@ -3,6 +3,7 @@ import { BatchserveError } from '../errors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { registerModelArchive } from './model-archive.js';
 import { registerServe } from './serve-command.js';
+import { registerBench } from './bench-command.js';
 
 /** Exit code for bugs: an error no command expected. */
 const EXIT_INTERNAL = 70;
@@ -21,6 +22,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     .showSuggestionAfterError();
   registerModelArchive(program);
   registerServe(program);
+  registerBench(program);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     // A long-running command (serve) sets its own exit code when it stops.

@@ -205,3 +205,16 @@ test('handlers: only known hooks, importable, TypeScript compiled on import', as
   assert.equal(builtin.manifest.model.handler, 'image-classifier');
   assert.ok(!builtin.manifest.files.some((file) => file.path.endsWith('.js')), 'built-ins are not copied in');
 });
+
+test('a real model whose constant weights compress hundreds to one is not mistaken for a zip bomb', async (t) => {
+  const dir = await tempDir(t);
+  const { costModel } = await import('../fixtures/onnx-models.js');
+  const model = await writeModel(dir, 'cost.onnx', costModel());
+  const packed = await packArchive({ modelName: 'cost', serializedFile: model, exportPath: dir });
+  const source = await openArchive(packed.path);
+  const entry = source.entry('cost.onnx');
+  await source.close();
+  assert.ok(entry && entry.size / entry.compressedSize > 200, 'compresses beyond the ratio limit');
+  await unpackArchive(packed.path, join(dir, 'out'));
+  assert.deepEqual(await readFile(join(dir, 'out', 'cost.onnx')), await readFile(model));
+});

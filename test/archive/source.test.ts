@@ -198,7 +198,7 @@ describe('limits', () => {
         maxTotalBytes: 8 * 1024 ** 3,
         maxEntryBytes: 4 * 1024 ** 3,
         maxRatio: 200,
-        ratioFloorBytes: MiB,
+        ratioFloorBytes: 32 * MiB,
       },
     );
     assert.ok(Object.isFrozen(defaultArchiveLimits));

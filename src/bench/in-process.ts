@@ -1,0 +1,102 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import ort from 'onnxruntime-node';
+import { unpackArchive } from '../archive/extract.js';
+import { readArchiveContents } from '../archive/read.js';
+import { openArchive } from '../archive/source.js';
+import { reconcileWithModel } from '../config/reconcile.js';
+import { UsageError } from '../errors.js';
+import { allocateTensorData, ortTypeOf } from '../runtime/datatypes.js';
+import { createSession, readSignature } from '../runtime/session.js';
+import type { TensorMap } from '../runtime/tensors.js';
+import type { TensorSpec } from '../config/model-config.js';
+
+export interface InProcessOptions {
+  /** Default: 1, 2, 4, … up to the archive's max_batch_size. */
+  readonly batchSizes?: readonly number[];
+  /** Rounds over every batch size; each batch size's time is the median of its rounds. */
+  readonly rounds: number;
+  /** Timed forward passes per batch size in each round. */
+  readonly iterations: number;
+  readonly warmupIterations: number;
+  readonly device?: string;
+}
+
+export interface InProcessSample {
+  readonly batchSize: number;
+  /** Mean forward-pass time, the quantity the server's compute_infer statistics count. */
+  readonly ms: number;
+  readonly count: number;
+}
+
+/**
+ * The model's own batching curve with no HTTP and no batcher: T(B) for each batch size,
+ * straight on an onnxruntime session opened as the server would (same runtime options).
+ * This is the limit the server is judged against.
+ */
+export async function measureInProcess(archivePath: string, options: InProcessOptions): Promise<InProcessSample[]> {
+  const workDir = await mkdtemp(join(tmpdir(), 'batchserve-inprocess-'));
+  try {
+    await unpackArchive(archivePath, join(workDir, 'model'));
+    const source = await openArchive(join(workDir, 'model'));
+    const { manifest, config: stored } = await readArchiveContents(source).finally(() => source.close());
+    const modelPath = join(workDir, 'model', manifest.model.serializedFile);
+    const session = await createSession(await readFile(modelPath), {
+      runtime: stored.runtime,
+      device: options.device ?? stored.instances[0]?.device ?? 'cpu',
+    });
+    try {
+      const config = reconcileWithModel(stored, readSignature(session, modelPath), archivePath);
+      if (config.max_batch_size === 0) {
+        throw new UsageError(`model ${manifest.model.modelName} does not batch (max_batch_size 0): no curve to measure`);
+      }
+      const sizes = options.batchSizes ?? powersOfTwoUpTo(config.max_batch_size);
+      const feedsBySize = sizes.map((batchSize) => randomFeeds(config.inputs, batchSize));
+      for (const feeds of feedsBySize) for (let i = 0; i < options.warmupIterations; i++) await session.run(feeds);
+      // Rounds interleave the batch sizes, so drift in clock speed or load hits all of them alike.
+      const rounds: number[][] = sizes.map(() => []);
+      for (let round = 0; round < options.rounds; round++) {
+        for (const [index, feeds] of feedsBySize.entries()) {
+          const started = process.hrtime.bigint();
+          for (let i = 0; i < options.iterations; i++) await session.run(feeds);
+          rounds[index]?.push(Number(process.hrtime.bigint() - started) / 1e6 / options.iterations);
+        }
+      }
+      const samples = sizes.map((batchSize, index) => ({
+        batchSize,
+        ms: median(rounds[index] ?? []),
+        count: options.rounds * options.iterations,
+      }));
+      return samples;
+    } finally {
+      await session.release();
+    }
+  } finally {
+    await rm(workDir, { recursive: true, force: true });
+  }
+}
+
+function randomFeeds(inputs: readonly TensorSpec[], batchSize: number): TensorMap {
+  const feeds: TensorMap = {};
+  for (const input of inputs) {
+    const dims = input.shape.map((dim, axis) => (axis === 0 ? batchSize : dim === -1 ? 1 : dim));
+    const type = ortTypeOf(input.datatype);
+    const data = allocateTensorData(type, dims.reduce((a, b) => a * b, 1));
+    if (data instanceof Float32Array) for (let i = 0; i < data.length; i++) data[i] = Math.random();
+    feeds[input.name] = new ort.Tensor(type, data as Float32Array, dims);
+  }
+  return feeds;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+}
+
+export function powersOfTwoUpTo(max: number): number[] {
+  const sizes: number[] = [];
+  for (let size = 1; size < max; size *= 2) sizes.push(size);
+  return [...sizes, max];
+}

@@ -1,0 +1,647 @@
+import { performance } from 'node:perf_hooks';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { build, decodeFromCompressedBase64, encodeIntoCompressedBase64, type Histogram } from 'hdr-histogram-js';
+import { Client, Pool, type Dispatcher } from 'undici';
+import { UsageError } from '../errors.js';
+import type { RequestPayload } from './payload.js';
+import type { LatencySummary, LoadLevel } from './report-types.js';
+
+/**
+ * The bench's HTTP client: drives one load level against a server and measures it.
+ *
+ * - Closed loop (concurrency N): N connections, one request in flight on each; a completion
+ *   sends the next at once.
+ * - Open loop (rate R): requests are scheduled every 1/R s (constant) or at exponential
+ *   intervals (poisson) and sent at their scheduled time whatever is still in flight. Latency
+ *   runs from the scheduled time, so a stalled server cannot hide its queue (coordinated
+ *   omission): a request that waits for a connection is late, and counted late.
+ * - Only 2xx responses, read to the end, go into the latency histogram; every other outcome
+ *   is counted by kind (HTTP status, "connection", "timeout", "other") and has no latency.
+ *   `throughput` and `rows` count successful requests; `requests` counts every completion.
+ * - After the warm-up, each window gets its own histogram; the run stops when the last
+ *   `minWindows` windows agree (see `isStable`), at `maxWindows`, or after `maxRequests`.
+ *
+ * The hot loop allocates nothing per request: one reused handler object per request slot
+ * (undici's dispatch API, no promises), the same options, headers and body Buffer each time.
+ */
+
+export interface LoadOptions {
+  readonly level: LoadLevel;
+  /** Sent but not measured: connections open, the server warms up. */
+  readonly warmupMs: number;
+  readonly windowMs: number;
+  readonly minWindows: number;
+  /** Stop here even when the windows never agree. */
+  readonly maxWindows: number;
+  /** The last `minWindows` windows' throughput and p99 must each lie within ±pct of their mean. */
+  readonly stabilityPct: number;
+  /** Stop once this many requests have been measured. */
+  readonly maxRequests?: number;
+  /** From the (scheduled) send to the end of the body; counted as "timeout". */
+  readonly requestTimeoutMs: number;
+  /** Worker threads to spread the client over (the load is split evenly); 1 = this thread. */
+  readonly workers?: number;
+  readonly onWindow?: (progress: WindowProgress) => void;
+}
+
+export interface WindowProgress {
+  readonly windows: number;
+  readonly throughput: number;
+  readonly p99Ms: number;
+}
+
+export interface LoadResult {
+  readonly durationSeconds: number;
+  /** Completed requests, any outcome, in the measured windows. */
+  readonly requests: number;
+  /** Rows carried by the successful requests. */
+  readonly rows: number;
+  /** Successful requests only, in ms. */
+  readonly latency: LatencySummary;
+  readonly errors: Record<string, number>;
+  readonly errorCount: number;
+  readonly stable: boolean;
+  readonly windows: number;
+  /** Successful requests per second. */
+  readonly throughput: number;
+  readonly itemsPerSecond: number;
+}
+
+export interface WindowFigures {
+  readonly throughput: number;
+  readonly p99Ms: number;
+}
+
+/**
+ * Whether the last `minWindows` windows agree: throughput and p99 each within ±`pct`% of
+ * their mean over those windows.
+ */
+export function isStable(windows: readonly WindowFigures[], minWindows: number, pct: number): boolean {
+  if (minWindows < 1 || windows.length < minWindows) return false;
+  const last = windows.slice(-minWindows);
+  const within = (values: number[]): boolean => {
+    const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
+    return values.every((value) => Math.abs(value - mean) <= (mean * pct) / 100);
+  };
+  return within(last.map((window) => window.throughput)) && within(last.map((window) => window.p99Ms));
+}
+
+/** Open-loop connections in all: enough that the client never limits the rate it offers. */
+const OPEN_LOOP_CONNECTIONS = 256;
+/** The longest a timed-out request goes unnoticed: timeouts are swept, not timed one by one. */
+const MAX_SWEEP_MS = 250;
+const WORKER_KIND = 'batchserve-load-worker';
+/** One request per connection at a time; undici's own timeouts off: the sweep times requests. */
+const CONNECTION_OPTIONS = { pipelining: 1, headersTimeout: 0, bodyTimeout: 0 } as const;
+
+export async function runLoad(baseUrl: string, payload: RequestPayload, options: LoadOptions): Promise<LoadResult> {
+  checkOptions(options);
+  const origin = new URL(baseUrl).origin;
+  const shares = splitLevel(options.level, options.workers ?? 1);
+  const budgets = splitCount(options.maxRequests ?? Infinity, shares.length);
+  const settings = shares.map((share, index): EngineSettings => ({
+    origin,
+    path: payload.path,
+    headers: payload.headers,
+    body: payload.body,
+    level: share.level,
+    phaseMs: share.phaseMs,
+    connections: Math.ceil(OPEN_LOOP_CONNECTIONS / shares.length),
+    requestTimeoutMs: options.requestTimeoutMs,
+    budget: budgets[index] as number,
+  }));
+  const engines: EngineHandle[] =
+    settings.length === 1 ? [new LocalEngine(settings[0] as EngineSettings)] : await spawnWorkers(settings);
+  try {
+    return await measure(engines, payload.rows, options);
+  } finally {
+    await Promise.all(engines.map((engine) => engine.stop()));
+  }
+}
+
+async function measure(engines: EngineHandle[], rowsPerRequest: number, options: LoadOptions): Promise<LoadResult> {
+  engines.forEach((engine) => engine.start());
+  const finished = Number.isFinite(options.maxRequests ?? Infinity)
+    ? Promise.all(engines.map((engine) => engine.finished)).then(() => true)
+    : new Promise<boolean>(() => undefined);
+  await sleep(options.warmupMs);
+  await Promise.all(engines.map((engine) => engine.snapshot()));
+
+  const total = newHistogram();
+  const errors: Record<string, number> = {};
+  const fullWindows: WindowFigures[] = [];
+  let windows = 0;
+  let successes = 0;
+  let errorCount = 0;
+  const start = performance.now();
+  let windowStart = start;
+  for (;;) {
+    const ended = await Promise.race([sleep(options.windowMs).then(() => false), finished]);
+    const samples = await Promise.all(engines.map((engine) => engine.snapshot()));
+    const now = performance.now();
+    const seconds = (now - windowStart) / 1000;
+    windowStart = now;
+    const histogram = newHistogram();
+    let windowSuccesses = 0;
+    for (const sample of samples) {
+      histogram.add(sample.histogram);
+      windowSuccesses += sample.successes;
+      for (const [kind, count] of Object.entries(sample.errors)) {
+        errors[kind] = (errors[kind] ?? 0) + count;
+        errorCount += count;
+      }
+    }
+    total.add(histogram);
+    successes += windowSuccesses;
+    windows += 1;
+    const figures = { throughput: windowSuccesses / seconds, p99Ms: histogram.getValueAtPercentile(99) / 1000 };
+    // A last window cut short by maxRequests is measured but not compared.
+    if (!ended || seconds >= (0.9 * options.windowMs) / 1000) fullWindows.push(figures);
+    options.onWindow?.({ windows, ...figures });
+    if (ended || windows >= options.maxWindows) break;
+    if (isStable(fullWindows, options.minWindows, options.stabilityPct)) break;
+  }
+  const durationSeconds = (windowStart - start) / 1000;
+  return {
+    durationSeconds,
+    requests: successes + errorCount,
+    rows: successes * rowsPerRequest,
+    latency: summarize(total),
+    errors,
+    errorCount,
+    stable: isStable(fullWindows, options.minWindows, options.stabilityPct),
+    windows,
+    throughput: successes / durationSeconds,
+    itemsPerSecond: (successes * rowsPerRequest) / durationSeconds,
+  };
+}
+
+/** All the workers, or none: the ones that started are stopped when another fails to. */
+async function spawnWorkers(settings: readonly EngineSettings[]): Promise<EngineHandle[]> {
+  const spawned = await Promise.allSettled(settings.map((each) => WorkerEngine.spawn(each)));
+  const engines = spawned.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
+  const failure = spawned.find((outcome) => outcome.status === 'rejected');
+  if (failure === undefined) return engines;
+  await Promise.all(engines.map((engine) => engine.stop()));
+  throw failure.reason;
+}
+
+function checkOptions(options: LoadOptions): void {
+  const problems: string[] = [];
+  const { level } = options;
+  if (level.kind === 'concurrency' && !(Number.isSafeInteger(level.concurrency) && level.concurrency >= 1)) {
+    problems.push(`concurrency must be a positive integer, got ${level.concurrency}`);
+  }
+  if (level.kind === 'rate' && !(Number.isFinite(level.rate) && level.rate > 0)) {
+    problems.push(`rate must be a positive number, got ${level.rate}`);
+  }
+  const positive = { windowMs: options.windowMs, requestTimeoutMs: options.requestTimeoutMs } as const;
+  for (const [name, value] of Object.entries(positive)) {
+    if (!(Number.isFinite(value) && value > 0)) problems.push(`${name} must be positive, got ${value}`);
+  }
+  if (!(Number.isFinite(options.warmupMs) && options.warmupMs >= 0)) {
+    problems.push(`warmupMs must be 0 or more, got ${options.warmupMs}`);
+  }
+  if (!(Number.isSafeInteger(options.minWindows) && options.minWindows >= 1)) {
+    problems.push(`minWindows must be a positive integer, got ${options.minWindows}`);
+  }
+  if (!(Number.isSafeInteger(options.maxWindows) && options.maxWindows >= options.minWindows)) {
+    problems.push(`maxWindows must be an integer of at least minWindows, got ${options.maxWindows}`);
+  }
+  if (options.maxRequests !== undefined && !(Number.isSafeInteger(options.maxRequests) && options.maxRequests >= 1)) {
+    problems.push(`maxRequests must be a positive integer, got ${options.maxRequests}`);
+  }
+  if (options.workers !== undefined && !(Number.isSafeInteger(options.workers) && options.workers >= 1)) {
+    problems.push(`workers must be a positive integer, got ${options.workers}`);
+  }
+  if (problems.length > 0) throw new UsageError(`load options: ${problems.join('; ')}`);
+}
+
+/** Each worker's part of the load; constant arrivals are interleaved by a phase offset. */
+function splitLevel(level: LoadLevel, workers: number): { level: LoadLevel; phaseMs: number }[] {
+  if (level.kind === 'concurrency') {
+    return splitCount(level.concurrency, Math.min(workers, level.concurrency)).map((concurrency) => ({
+      level: { kind: 'concurrency', concurrency },
+      phaseMs: 0,
+    }));
+  }
+  return Array.from({ length: workers }, (_, index) => ({
+    level: { ...level, rate: level.rate / workers },
+    phaseMs: level.arrival === 'constant' ? (index * 1000) / level.rate : 0,
+  }));
+}
+
+function splitCount(count: number, parts: number): number[] {
+  if (!Number.isFinite(count)) return Array.from({ length: parts }, () => Infinity);
+  return Array.from({ length: parts }, (_, index) => Math.floor(count / parts) + (index < count % parts ? 1 : 0));
+}
+
+function newHistogram(): Histogram {
+  // Microseconds, 3 significant digits, up to an hour before it resizes.
+  return build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: 3 });
+}
+
+function summarize(histogram: Histogram): LatencySummary {
+  if (histogram.totalCount === 0) return { count: 0, mean: 0, p50: 0, p90: 0, p99: 0, p999: 0, max: 0 };
+  // A percentile is the top of its bucket (within 0.1%), so it may pass the exact max: clamp.
+  const max = histogram.maxValue;
+  const at = (percentile: number): number => Math.min(histogram.getValueAtPercentile(percentile), max) / 1000;
+  return {
+    count: histogram.totalCount,
+    mean: histogram.mean / 1000,
+    p50: at(50),
+    p90: at(90),
+    p99: at(99),
+    p999: at(99.9),
+    max: max / 1000,
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// --- the engine: one thread's share of the load --------------------------------------------
+
+interface EngineSettings {
+  readonly origin: string;
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly body: Uint8Array;
+  readonly level: LoadLevel;
+  /** When this engine's first open-loop request is due, after start. */
+  readonly phaseMs: number;
+  readonly connections: number;
+  readonly requestTimeoutMs: number;
+  /** Measured requests this engine may complete; Infinity for no limit. */
+  readonly budget: number;
+}
+
+interface WindowSample {
+  readonly histogram: Histogram;
+  readonly successes: number;
+  readonly errors: Record<string, number>;
+}
+
+/** One thread's engine as the measuring loop sees it, wherever it runs. */
+interface EngineHandle {
+  start(): void;
+  /** What completed since the last snapshot; the first one ends the warm-up. */
+  snapshot(): Promise<WindowSample>;
+  /** Resolves once the budget is spent and nothing is in flight. */
+  readonly finished: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * One outstanding request, and its undici handler. It uses the dispatch handler hooks undici's
+ * client core calls directly (onConnect/onHeaders/onData/onComplete/onError): the newer
+ * controller-style hooks are adapted to these with a wrapper object and a parsed headers
+ * object per request, which is what the hot loop avoids.
+ */
+class RequestSlot implements Dispatcher.DispatchHandler {
+  scheduledAt = 0;
+  status = 0;
+  busy = false;
+  /** Already counted as a timeout; whatever undici reports later only frees the slot. */
+  timedOut = false;
+  abort: ((error?: Error) => void) | undefined = undefined;
+  readonly resend = (): void => this.engine.resend(this);
+
+  constructor(
+    private readonly engine: LoadEngine,
+    readonly dispatcher: Dispatcher,
+  ) {}
+
+  onConnect(abort: (error?: Error) => void): void {
+    if (this.timedOut) abort(TIMED_OUT);
+    else this.abort = abort;
+  }
+
+  onHeaders(statusCode: number): boolean {
+    this.status = statusCode;
+    return true;
+  }
+
+  onData(): boolean {
+    return true;
+  }
+
+  onComplete(): void {
+    this.engine.settle(this, undefined);
+  }
+
+  onError(error: Error): void {
+    this.engine.settle(this, error);
+  }
+}
+
+/** The reason the sweep aborts a request with; such a request is already counted. */
+const TIMED_OUT = new Error('the request timed out');
+
+class LoadEngine {
+  private histogram = newHistogram();
+  private successes = 0;
+  private errors: Record<string, number> = {};
+  private measuring = false;
+  /** Measured requests counted so far, toward the budget. */
+  private counted = 0;
+  /** Sent and not yet counted. */
+  private outstanding = 0;
+  /** Slots undici still holds (a timed-out request stays here until undici lets go). */
+  private inFlight = 0;
+  private stopped = false;
+  private readonly slots: RequestSlot[] = [];
+  private readonly idle: RequestSlot[] = [];
+  private readonly dispatchers: Dispatcher[] = [];
+  private readonly options: Dispatcher.DispatchOptions;
+  private nextAt = 0;
+  private readonly onTick = (): void => this.tick();
+  private tickTimer: NodeJS.Timeout | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private markFinished: () => void = () => undefined;
+  readonly finished = new Promise<void>((resolve) => {
+    this.markFinished = resolve;
+  });
+
+  constructor(private readonly settings: EngineSettings) {
+    this.options = {
+      path: settings.path,
+      method: 'POST',
+      headers: settings.headers,
+      body: Buffer.from(settings.body.buffer, settings.body.byteOffset, settings.body.byteLength),
+    };
+    const { level } = settings;
+    if (level.kind === 'concurrency') {
+      for (let i = 0; i < level.concurrency; i++) {
+        const client = new Client(settings.origin, CONNECTION_OPTIONS);
+        this.dispatchers.push(client);
+        this.slots.push(new RequestSlot(this, client));
+      }
+    } else {
+      this.dispatchers.push(new Pool(settings.origin, { ...CONNECTION_OPTIONS, connections: settings.connections }));
+    }
+  }
+
+  start(): void {
+    const sweepMs = Math.min(MAX_SWEEP_MS, Math.max(5, this.settings.requestTimeoutMs / 4));
+    this.sweepTimer = setInterval(() => this.sweep(), sweepMs);
+    if (this.settings.level.kind === 'concurrency') {
+      for (const slot of this.slots) this.send(slot, performance.now());
+      return;
+    }
+    this.nextAt = performance.now() + this.settings.phaseMs;
+    this.tick();
+  }
+
+  snapshot(): WindowSample {
+    const sample = { histogram: this.histogram, successes: this.successes, errors: this.errors };
+    this.histogram = newHistogram();
+    this.successes = 0;
+    this.errors = {};
+    this.measuring = true;
+    this.checkFinished();
+    return sample;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.tickTimer);
+    clearInterval(this.sweepTimer);
+    await Promise.all(this.dispatchers.map((dispatcher) => dispatcher.destroy()));
+  }
+
+  /** Open loop: send everything due, then sleep until the next request is due. */
+  private tick(): void {
+    const level = this.settings.level;
+    if (level.kind !== 'rate') return;
+    const meanGapMs = 1000 / level.rate;
+    const now = performance.now();
+    while (this.nextAt <= now && this.mayStart()) {
+      this.send(this.idle.pop() ?? this.newSlot(), this.nextAt);
+      this.nextAt += level.arrival === 'constant' ? meanGapMs : -Math.log(1 - Math.random()) * meanGapMs;
+    }
+    if (this.mayStart()) this.tickTimer = setTimeout(this.onTick, Math.max(0, this.nextAt - now));
+  }
+
+  private newSlot(): RequestSlot {
+    const slot = new RequestSlot(this, this.dispatchers[0] as Dispatcher);
+    this.slots.push(slot);
+    return slot;
+  }
+
+  private mayStart(): boolean {
+    return !this.stopped && !(this.measuring && this.counted + this.outstanding >= this.settings.budget);
+  }
+
+  private send(slot: RequestSlot, scheduledAt: number): void {
+    slot.scheduledAt = scheduledAt;
+    slot.status = 0;
+    slot.busy = true;
+    slot.timedOut = false;
+    slot.abort = undefined;
+    this.outstanding += 1;
+    this.inFlight += 1;
+    slot.dispatcher.dispatch(this.options, slot);
+  }
+
+  /** undici is done with the slot's request: count it (unless already timed out), reuse the slot. */
+  settle(slot: RequestSlot, error: Error | undefined): void {
+    if (!slot.busy) return;
+    slot.busy = false;
+    this.inFlight -= 1;
+    if (this.stopped) return;
+    if (!slot.timedOut) {
+      if (error !== undefined) this.count(errorKind(error));
+      else if (slot.status >= 200 && slot.status < 300) {
+        this.histogram.recordValue(Math.max(1, Math.round((performance.now() - slot.scheduledAt) * 1000)));
+        this.count(undefined);
+      } else this.count(String(slot.status));
+    }
+    if (this.settings.level.kind === 'rate') this.idle.push(slot);
+    // After an error, undici may still be failing the client's other requests (a refused
+    // connection fails the whole queue): dispatching into it from here would re-enter it.
+    else if (error !== undefined) setImmediate(slot.resend);
+    else if (this.mayStart()) this.send(slot, performance.now());
+    this.checkFinished();
+  }
+
+  /** Closed loop: the slot's next request, unless the run is over. */
+  resend(slot: RequestSlot): void {
+    if (!slot.busy && this.mayStart()) this.send(slot, performance.now());
+  }
+
+  /** Counts one outcome: undefined is a success (its latency already recorded). */
+  private count(errorKindOrSuccess: string | undefined): void {
+    this.outstanding -= 1;
+    if (this.measuring) this.counted += 1;
+    if (errorKindOrSuccess === undefined) this.successes += 1;
+    else this.errors[errorKindOrSuccess] = (this.errors[errorKindOrSuccess] ?? 0) + 1;
+  }
+
+  private sweep(): void {
+    const deadline = performance.now() - this.settings.requestTimeoutMs;
+    for (const slot of this.slots) {
+      if (!slot.busy || slot.timedOut || slot.scheduledAt > deadline) continue;
+      slot.timedOut = true;
+      this.count('timeout');
+      // Not yet on a socket (queued in the pool): onConnect aborts it when it gets there.
+      slot.abort?.(TIMED_OUT);
+    }
+    this.checkFinished();
+  }
+
+  private checkFinished(): void {
+    if (this.measuring && this.inFlight === 0 && !this.mayStart()) this.markFinished();
+  }
+}
+
+function errorKind(error: Error): string {
+  if (error === TIMED_OUT) return 'timeout';
+  // Connecting to every address of a name fails with an AggregateError of the attempts.
+  const code = (error as { code?: unknown }).code ?? (error as { errors?: { code?: unknown }[] }).errors?.[0]?.code;
+  switch (code) {
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+    case 'UND_ERR_CONNECT_TIMEOUT':
+    case 'ETIMEDOUT':
+      return 'timeout';
+    case 'ECONNREFUSED':
+    case 'ECONNRESET':
+    case 'ECONNABORTED':
+    case 'EPIPE':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'UND_ERR_SOCKET':
+    case 'UND_ERR_CLOSED':
+      return 'connection';
+    default:
+      return 'other';
+  }
+}
+
+class LocalEngine implements EngineHandle {
+  private readonly engine: LoadEngine;
+  readonly finished: Promise<void>;
+
+  constructor(settings: EngineSettings) {
+    this.engine = new LoadEngine(settings);
+    this.finished = this.engine.finished;
+  }
+
+  start(): void {
+    this.engine.start();
+  }
+
+  async snapshot(): Promise<WindowSample> {
+    return this.engine.snapshot();
+  }
+
+  stop(): Promise<void> {
+    return this.engine.stop();
+  }
+}
+
+// --- worker threads --------------------------------------------------------------------------
+
+type ToWorker = { type: 'start' } | { type: 'snapshot' } | { type: 'stop' };
+type FromWorker =
+  | { type: 'ready' }
+  | { type: 'sample'; histogram: string; successes: number; errors: Record<string, number> }
+  | { type: 'finished' }
+  | { type: 'stopped' };
+
+/** An engine in a worker thread: histograms cross as HdrHistogram's compressed encoding. */
+class WorkerEngine implements EngineHandle {
+  private readonly waiting: { resolve: (message: FromWorker) => void; reject: (error: Error) => void }[] = [];
+  private failure: Error | undefined;
+  private markFinished: () => void = () => undefined;
+  readonly finished = new Promise<void>((resolve) => {
+    this.markFinished = resolve;
+  });
+
+  private constructor(private readonly worker: Worker) {
+    worker.on('message', (message: FromWorker) => {
+      if (message.type === 'finished') this.markFinished();
+      else this.waiting.shift()?.resolve(message);
+    });
+    const fail = (error: Error): void => {
+      this.failure = error;
+      for (const waiter of this.waiting.splice(0)) waiter.reject(error);
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`a load worker exited (code ${code})`)));
+  }
+
+  static async spawn(settings: EngineSettings): Promise<WorkerEngine> {
+    // A copy: a pooled Buffer's whole backing store would be cloned otherwise.
+    const body = new Uint8Array(settings.body);
+    const worker = new Worker(new URL(import.meta.url), {
+      workerData: { kind: WORKER_KIND, settings: { ...settings, body } },
+    });
+    const engine = new WorkerEngine(worker);
+    await engine.reply();
+    return engine;
+  }
+
+  start(): void {
+    this.worker.postMessage({ type: 'start' } satisfies ToWorker);
+  }
+
+  async snapshot(): Promise<WindowSample> {
+    const answer = this.reply();
+    this.worker.postMessage({ type: 'snapshot' } satisfies ToWorker);
+    const message = await answer;
+    if (message.type !== 'sample') throw new Error(`a load worker answered ${message.type} to a snapshot`);
+    return {
+      histogram: decodeFromCompressedBase64(message.histogram),
+      successes: message.successes,
+      errors: message.errors,
+    };
+  }
+
+  async stop(): Promise<void> {
+    if (this.failure === undefined) {
+      const answer = this.reply();
+      this.worker.postMessage({ type: 'stop' } satisfies ToWorker);
+      await answer.catch(() => undefined);
+    }
+    await this.worker.terminate();
+  }
+
+  private reply(): Promise<FromWorker> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  }
+}
+
+function serveAsWorker(settings: EngineSettings): void {
+  const port = parentPort;
+  if (!port) return;
+  const engine = new LoadEngine(settings);
+  const send = (message: FromWorker): void => port.postMessage(message);
+  void engine.finished.then(() => send({ type: 'finished' }));
+  port.on('message', (message: ToWorker) => {
+    if (message.type === 'start') engine.start();
+    else if (message.type === 'snapshot') {
+      const sample = engine.snapshot();
+      send({
+        type: 'sample',
+        histogram: encodeIntoCompressedBase64(sample.histogram),
+        successes: sample.successes,
+        errors: sample.errors,
+      });
+    } else {
+      void engine.stop().finally(() => {
+        send({ type: 'stopped' });
+        port.close();
+      });
+    }
+  });
+  send({ type: 'ready' });
+}
+
+const init = workerData as { kind?: unknown; settings?: EngineSettings } | null;
+if (!isMainThread && init?.kind === WORKER_KIND && init.settings) serveAsWorker(init.settings);

@@ -1,0 +1,299 @@
+/**
+ * The bench report as text: a terminal table, Markdown for pull requests and CSV for
+ * spreadsheets. The labels and cells here are shared with the HTML report and the gate so a
+ * point reads the same everywhere ("B=16 d=2ms i=1, c=8").
+ */
+import type Table from 'cli-table3';
+import { createTable } from '../cli/format.js';
+import { formatDelay } from './fit.js';
+import type { BatchCostFit, BenchReport, LoadLevel, PointResult, ServerPoint, SpeedupRow } from './report-types.js';
+
+export function describeServer(server: ServerPoint): string {
+  return `B=${server.maxBatchSize} d=${formatDelay(server.maxQueueDelayUs)} i=${server.instances}`;
+}
+
+export function describeLoad(load: LoadLevel): string {
+  return load.kind === 'concurrency' ? `c=${load.concurrency}` : `${round(load.rate, 2)}/s ${load.arrival}`;
+}
+
+export function describePoint(point: PointResult): string {
+  return `${describeServer(point.server)}, ${describeLoad(point.load)}`;
+}
+
+/** "503×3, connection×1", most frequent first; "—" when there were none. */
+export function formatErrors(errors: Readonly<Record<string, number>>): string {
+  const kinds = Object.entries(errors)
+    .filter(([, count]) => count > 0)
+    .sort(([a, x], [b, y]) => y - x || a.localeCompare(b));
+  return kinds.length === 0 ? '—' : kinds.map(([kind, count]) => `${kind}×${count}`).join(', ');
+}
+
+/** At most `digits` decimals, without trailing zeros: 62.1, not 62.10. */
+export function round(value: number, digits: number): string {
+  return String(Number(value.toFixed(digits)));
+}
+
+export const POINT_COLUMNS = [
+  'config',
+  'load',
+  'req/s',
+  'items/s',
+  'p50 ms',
+  'p90 ms',
+  'p99 ms',
+  'p99.9 ms',
+  'errors',
+  'avg batch',
+  'queue ms',
+  'compute ms',
+  'stable',
+] as const;
+
+/** Labels read from the left, figures line up on the right. */
+export const POINT_ALIGN: readonly Table.HorizontalAlignment[] = [
+  'left',
+  'left',
+  ...Array<Table.HorizontalAlignment>(6).fill('right'),
+  'left',
+  ...Array<Table.HorizontalAlignment>(3).fill('right'),
+  'center',
+];
+
+export function pointCells(point: PointResult): string[] {
+  const { latency, serverSide } = point;
+  const ms = (value: number): string => value.toFixed(2);
+  return [
+    describeServer(point.server),
+    describeLoad(point.load),
+    point.throughput.toFixed(1),
+    point.itemsPerSecond.toFixed(1),
+    ms(latency.p50),
+    ms(latency.p90),
+    ms(latency.p99),
+    ms(latency.p999),
+    formatErrors(point.errors),
+    serverSide ? serverSide.averageBatch.toFixed(2) : '—',
+    serverSide ? ms(serverSide.queueMsPerRequest) : '—',
+    serverSide ? ms(serverSide.computeMsPerRequest) : '—',
+    point.stable ? '✓' : '✗',
+  ];
+}
+
+export const SPEEDUP_COLUMNS = ['B', 'predicted', 'achievable bound', 'measured'] as const;
+export const SPEEDUP_ALIGN: readonly Table.HorizontalAlignment[] = ['right', 'right', 'right', 'right'];
+
+export function speedupCells(row: SpeedupRow): string[] {
+  const times = (value: number): string => `${value.toFixed(2)}×`;
+  return [
+    String(row.batchSize),
+    times(row.predicted),
+    times(row.achievableBound),
+    row.measured === undefined ? '—' : times(row.measured),
+  ];
+}
+
+export function formatCeiling(ceiling: number): string {
+  return Number.isFinite(ceiling) ? `${ceiling.toFixed(2)}×` : '∞';
+}
+
+function describeFit(fit: BatchCostFit): string {
+  const ms = (value: number): string => `${Number(value.toPrecision(3))} ms`;
+  return (
+    `T(B) = c + m·B: c = ${ms(fit.c)}, m = ${ms(fit.m)}, R² = ${fit.r2.toFixed(3)}, ` +
+    `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`
+  );
+}
+
+function poorFitNote(fit: BatchCostFit, source: string): string | undefined {
+  if (!fit.poorFit) return undefined;
+  if (fit.m <= 0) return `poor fit (${source}): time per pass does not grow with batch size, so c/m means nothing`;
+  return `poor fit (${source}): R² ${fit.r2.toFixed(3)} < 0.9, the straight line explains the timings poorly`;
+}
+
+/** The c/m lines every format shows under the results. */
+export function fitSummary(report: BenchReport): string[] {
+  const lines: string[] = [];
+  if (report.fit) lines.push(`server: ${describeFit(report.fit)}`);
+  else lines.push('server: no fit, the server reported fewer than two batch sizes');
+  if (report.inProcess) lines.push(`in-process: ${describeFit(report.inProcess)}`);
+  const notes = [
+    report.fit && poorFitNote(report.fit, 'server'),
+    report.inProcess && poorFitNote(report.inProcess, 'in-process'),
+  ];
+  return [...lines, ...notes.filter((note): note is string => note !== undefined)];
+}
+
+export function describeRecommendation(report: BenchReport): string | undefined {
+  const rec = report.recommendation;
+  if (!rec) return undefined;
+  const { point } = rec;
+  return (
+    `recommended for p99 ≤ ${round(rec.sloP99Ms, 2)} ms: ${describePoint(point)} ` +
+    `(${point.throughput.toFixed(1)} req/s, p99 ${point.latency.p99.toFixed(2)} ms)`
+  );
+}
+
+export function describeTarget(report: BenchReport): string {
+  const { target, environment: env } = report;
+  const where = target.url ?? target.archive;
+  return (
+    `${target.model}${where === undefined ? '' : ` at ${where}`} (${target.protocol}), ${report.createdAt}; ` +
+    `batchserve ${env.batchserve}, Node ${env.node}, onnxruntime ${env.onnxruntime}, ` +
+    `${env.cpus} × ${env.cpuModel}, ${env.platform}`
+  );
+}
+
+/** One line per row: a rule between every point would double the table's height. */
+function layout(table: Table.Table, aligns: readonly Table.HorizontalAlignment[]): Table.Table {
+  table.options.colAligns = [...aligns];
+  table.options.style.compact = true;
+  return table;
+}
+
+/** For the terminal: plain text when piped (see createTable). */
+export function renderTable(report: BenchReport): string {
+  const results = layout(createTable([...POINT_COLUMNS]), POINT_ALIGN);
+  for (const point of report.points) results.push(pointCells(point));
+  const sections = [describeTarget(report), results.toString(), fitSummary(report).join('\n')];
+  if (report.speedup.length > 0) {
+    const speedup = layout(createTable([...SPEEDUP_COLUMNS]), SPEEDUP_ALIGN);
+    for (const row of report.speedup) speedup.push(speedupCells(row));
+    sections.push(speedup.toString());
+  }
+  const recommendation = describeRecommendation(report);
+  if (recommendation !== undefined && report.recommendation) {
+    sections.push(`${recommendation}:\n${indent(report.recommendation.snippet)}`);
+  }
+  if (report.warnings.length > 0) sections.push(report.warnings.map((w) => `warning: ${w}`).join('\n'));
+  return `${sections.join('\n\n')}\n`;
+}
+
+function indent(text: string): string {
+  return text
+    .trimEnd()
+    .split('\n')
+    .map((line) => `  ${line}`)
+    .join('\n');
+}
+
+export function renderMarkdown(report: BenchReport): string {
+  const sections = [
+    `# Bench: ${markdownText(report.target.model)}`,
+    markdownText(describeTarget(report)),
+    markdownTable(POINT_COLUMNS, report.points.map(pointCells), POINT_ALIGN),
+    fitSummary(report)
+      .map((line) => `- ${markdownText(line)}`)
+      .join('\n'),
+  ];
+  if (report.speedup.length > 0) {
+    sections.push(markdownTable(SPEEDUP_COLUMNS, report.speedup.map(speedupCells), SPEEDUP_ALIGN));
+  }
+  const recommendation = describeRecommendation(report);
+  if (recommendation !== undefined && report.recommendation) {
+    sections.push(`${markdownText(recommendation)}:\n\n\`\`\`yaml\n${report.recommendation.snippet}\`\`\``);
+  }
+  if (report.warnings.length > 0) {
+    sections.push(['**Warnings**', '', ...report.warnings.map((w) => `- ${markdownText(w)}`)].join('\n'));
+  }
+  return `${sections.join('\n\n')}\n`;
+}
+
+function markdownTable(
+  head: readonly string[],
+  rows: readonly string[][],
+  aligns: readonly Table.HorizontalAlignment[],
+): string {
+  const line = (cells: readonly string[]): string => `| ${cells.map(markdownCell).join(' | ')} |`;
+  const rules = { left: '---', center: ':---:', right: '---:' };
+  const rule = head.map((_, i) => rules[aligns[i] ?? 'left']);
+  return [line(head), line(rule), ...rows.map(line)].join('\n');
+}
+
+function markdownCell(text: string): string {
+  return markdownText(text).replaceAll('|', '\\|').replace(/\r?\n/g, ' ');
+}
+
+/** User-supplied text (model names, URLs) must not turn into markup. */
+function markdownText(text: string): string {
+  return text.replace(/[\\`*_[\]<>#]/g, '\\$&');
+}
+
+/**
+ * One row per point with every figure, unrounded; one `errors_<kind>` column per error kind
+ * seen anywhere in the run. RFC 4180: CRLF line ends, quotes only where needed.
+ */
+export function renderCsv(report: BenchReport): string {
+  const errorKinds = [...new Set(report.points.flatMap((p) => Object.keys(p.errors)))].sort();
+  const head = [
+    'max_batch_size',
+    'max_queue_delay_us',
+    'instances',
+    'load_kind',
+    'concurrency',
+    'rate',
+    'arrival',
+    'client_batch',
+    'duration_s',
+    'requests',
+    'throughput',
+    'items_per_second',
+    'latency_count',
+    'latency_mean_ms',
+    'p50_ms',
+    'p90_ms',
+    'p99_ms',
+    'p999_ms',
+    'max_ms',
+    'error_count',
+    ...errorKinds.map((kind) => `errors_${kind}`),
+    'stable',
+    'windows',
+    'server_requests',
+    'server_inferences',
+    'server_executions',
+    'server_average_batch',
+    'server_queue_ms',
+    'server_compute_ms',
+  ];
+  const rows = report.points.map((p) => {
+    const { load, latency: l, serverSide: s } = p;
+    return [
+      p.server.maxBatchSize,
+      p.server.maxQueueDelayUs,
+      p.server.instances,
+      load.kind,
+      load.kind === 'concurrency' ? load.concurrency : undefined,
+      load.kind === 'rate' ? load.rate : undefined,
+      load.kind === 'rate' ? load.arrival : undefined,
+      p.clientBatch,
+      p.durationSeconds,
+      p.requests,
+      p.throughput,
+      p.itemsPerSecond,
+      l.count,
+      l.mean,
+      l.p50,
+      l.p90,
+      l.p99,
+      l.p999,
+      l.max,
+      p.errorCount,
+      ...errorKinds.map((kind) => p.errors[kind] ?? 0),
+      p.stable,
+      p.windows,
+      s?.requests,
+      s?.inferences,
+      s?.executions,
+      s?.averageBatch,
+      s?.queueMsPerRequest,
+      s?.computeMsPerRequest,
+    ];
+  });
+  return [head, ...rows].map((row) => `${row.map(csvField).join(',')}\r\n`).join('');
+}
+
+function csvField(value: string | number | boolean | undefined): string {
+  if (value === undefined) return '';
+  const text = String(value);
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}

@@ -1,0 +1,215 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { readArchiveContents } from '../archive/read.js';
+import { openArchive } from '../archive/source.js';
+import { ModelLoadError, UsageError } from '../errors.js';
+import type { ModelStatsJson } from '../metrics/model-statistics.js';
+import type { ServerPoint } from './report-types.js';
+
+/** The server a bench drives: it can be put into a sweep point and asked for statistics. */
+export interface BenchTarget {
+  readonly model: string;
+  readonly inferenceUrl: string;
+  /** The configuration the server has now, for a bench without a sweep. */
+  current(): Promise<ServerPoint>;
+  apply(point: ServerPoint): Promise<void>;
+  stats(): Promise<ModelStatsJson>;
+  close(): Promise<void>;
+}
+
+const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
+
+async function getJson(url: string, init: { method?: 'GET' | 'PUT'; token?: string } = {}): Promise<unknown> {
+  let response;
+  try {
+    response = await request(url, {
+      method: init.method ?? 'GET',
+      headers: init.token ? { authorization: `Bearer ${init.token}` } : {},
+    });
+  } catch (error) {
+    throw new UsageError(`cannot reach ${url}: ${(error as Error).message}`);
+  }
+  const body = (await response.body.json().catch(() => ({}))) as { error?: string };
+  if (response.statusCode >= 400) {
+    throw new UsageError(`${init.method ?? 'GET'} ${url} answered ${response.statusCode}: ${body.error ?? 'no message'}`);
+  }
+  return body;
+}
+
+/** A server someone else runs: sweeps reconfigure it through its management API. */
+export class RemoteTarget implements BenchTarget {
+  constructor(
+    readonly inferenceUrl: string,
+    readonly model: string,
+    private readonly management?: { url: string; token?: string },
+  ) {}
+
+  async current(): Promise<ServerPoint> {
+    const config = (await getJson(`${this.inferenceUrl}/v2/models/${encodeURIComponent(this.model)}/config`)) as {
+      max_batch_size: number;
+      dynamic_batching?: { max_queue_delay_microseconds?: number };
+      instance_group?: { count: number }[];
+    };
+    return {
+      maxBatchSize: config.max_batch_size,
+      maxQueueDelayUs: config.dynamic_batching?.max_queue_delay_microseconds ?? 0,
+      instances: (config.instance_group ?? []).reduce((total, group) => total + group.count, 0) || 1,
+    };
+  }
+
+  async apply(point: ServerPoint): Promise<void> {
+    if (!this.management) {
+      const current = await this.current();
+      const unchanged = (Object.keys(point) as (keyof ServerPoint)[]).every((key) => point[key] === current[key]);
+      if (unchanged) return;
+      throw new UsageError('sweeping batch sizes, delays or instances needs --management-url (and --token-file)');
+    }
+    const query = `batch_size=${point.maxBatchSize}&max_batch_delay=${point.maxQueueDelayUs / 1000}&min_worker=${point.instances}`;
+    await getJson(`${this.management.url}/models/${encodeURIComponent(this.model)}?${query}`, {
+      method: 'PUT',
+      ...(this.management.token ? { token: this.management.token } : {}),
+    });
+  }
+
+  async stats(): Promise<ModelStatsJson> {
+    const body = (await getJson(`${this.inferenceUrl}/v2/models/${encodeURIComponent(this.model)}/stats`)) as {
+      model_stats: ModelStatsJson[];
+    };
+    const stats = body.model_stats[0];
+    if (!stats) throw new UsageError(`the server has no statistics for ${this.model}`);
+    return stats;
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+export interface ArchiveTargetOptions {
+  /** Pin the server to CPU 0 and this process to the others (taskset), so they don't compete. */
+  readonly pin: boolean;
+  readonly device?: string;
+}
+
+/**
+ * An archive the bench serves itself: a fresh `batchserve serve` child for every sweep point,
+ * so no point inherits another's queues, warm caches or instances.
+ */
+export class ArchiveTarget implements BenchTarget {
+  private child: ChildProcess | undefined;
+  private remote: RemoteTarget | undefined;
+  private defaults: ServerPoint | undefined;
+
+  private constructor(
+    private readonly archive: string,
+    readonly model: string,
+    private readonly workDir: string,
+    private readonly options: ArchiveTargetOptions,
+  ) {}
+
+  static async open(archive: string, options: ArchiveTargetOptions): Promise<ArchiveTarget> {
+    const source = await openArchive(archive);
+    const { manifest, config } = await readArchiveContents(source).finally(() => source.close());
+    const target = new ArchiveTarget(archive, manifest.model.modelName, await mkdtemp(join(tmpdir(), 'batchserve-bench-')), options);
+    target.defaults = {
+      maxBatchSize: config.max_batch_size ?? 0,
+      maxQueueDelayUs: config.dynamic_batching.max_queue_delay,
+      instances: config.instances.reduce((total, group) => total + group.count, 0),
+    };
+    if (options.pin) pinSelf();
+    return target;
+  }
+
+  get inferenceUrl(): string {
+    if (!this.remote) throw new UsageError('the bench server is not running');
+    return this.remote.inferenceUrl;
+  }
+
+  current(): Promise<ServerPoint> {
+    return Promise.resolve(this.defaults as ServerPoint);
+  }
+
+  async apply(point: ServerPoint): Promise<void> {
+    await this.stopChild();
+    const keyFile = join(this.workDir, 'management.key');
+    const args = [
+      BIN,
+      'serve',
+      '--models',
+      `${this.model}=${this.archive}`,
+      '--port',
+      '0',
+      '--management-port',
+      '0',
+      '--metrics-port',
+      '0',
+      '--key-file',
+      keyFile,
+      '--log-level',
+      'error',
+      ...(this.options.device ? ['--device', this.options.device] : []),
+    ];
+    const [command, commandArgs] = this.options.pin && hasTaskset() ? ['taskset', ['-c', '0', process.execPath, ...args]] : [process.execPath, args];
+    const child = spawn(command, commandArgs as string[], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    const urls = await startupUrls(child);
+    this.remote = new RemoteTarget(urls.inference, this.model, {
+      url: urls.management,
+      token: (await readFile(keyFile, 'utf8')).trim(),
+    });
+    await this.remote.apply(point);
+  }
+
+  stats(): Promise<ModelStatsJson> {
+    if (!this.remote) throw new UsageError('the bench server is not running');
+    return this.remote.stats();
+  }
+
+  async close(): Promise<void> {
+    await this.stopChild();
+    await rm(this.workDir, { recursive: true, force: true });
+  }
+
+  private async stopChild(): Promise<void> {
+    const child = this.child;
+    this.child = undefined;
+    this.remote = undefined;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
+
+/** Reads the start-up block of a `serve` child for the URLs it listens on. */
+function startupUrls(child: ChildProcess): Promise<{ inference: string; management: string }> {
+  return new Promise((resolve, reject) => {
+    let stdout = '';
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (!stdout.includes('  models\n')) return;
+      const url = (name: string): string => new RegExp(`${name}\\s+(http://\\S+)`).exec(stdout)?.[1] ?? '';
+      resolve({ inference: url('inference'), management: url('management') });
+    });
+    child.once('exit', (code) => {
+      const line = stderr.trim().split('\n').at(-1) ?? '';
+      reject(new ModelLoadError(`the bench server exited with ${code}: ${line.replace(/^batchserve: /, '')}`));
+    });
+  });
+}
+
+function hasTaskset(): boolean {
+  return spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+/** Moves this process (every thread) off CPU 0, which the server gets. */
+function pinSelf(): void {
+  if (!hasTaskset()) return;
+  spawnSync('taskset', ['-a', '-p', '-c', '1-1023', String(process.pid)], { stdio: 'ignore' });
+}

@@ -1,0 +1,81 @@
+import { Option, type Command } from 'commander';
+import { commaList } from './options.js';
+
+export interface BenchCommandOptions {
+  url?: string;
+  model?: string;
+  managementUrl?: string;
+  token?: string;
+  tokenFile?: string;
+  inProcess: boolean;
+  concurrency?: string[];
+  rate?: string[];
+  arrival: 'poisson' | 'constant';
+  batchSizes?: string[];
+  delays?: string[];
+  instances?: string[];
+  protocol: 'v2-binary' | 'v2-json' | 'torchserve';
+  clientBatch: string;
+  input?: string;
+  duration: string;
+  requests?: string;
+  window: string;
+  warmup: string;
+  stability: string;
+  workers: string;
+  sloP99?: string;
+  json?: string;
+  csv?: string;
+  md?: string;
+  html?: string;
+  failOn?: string;
+  baseline?: string;
+  maxRegression: string;
+  pin: boolean;
+  device?: string;
+}
+
+/** Flags only: the bench's modules load when the command runs. */
+export function registerBench(program: Command): void {
+  program
+    .command('bench')
+    .description('drive a server across batch sizes × delays × load levels; fit T(B) = c + m·B and report the 1 + c/m ceiling')
+    .argument('[archive]', 'a .mar to serve and sweep (bench starts and stops serve itself)')
+    .option('--url <url>', 'a running server (its inference API) instead of an archive')
+    .option('--model <name>', 'the model to drive on --url')
+    .option('--management-url <url>', "the --url server's management API, needed to sweep it")
+    .option('--token <token>', 'management bearer token')
+    .option('--token-file <path>', 'file holding the management bearer token')
+    .option('--in-process', 'also measure T(B) straight on the session (archive only): the limit the server is judged against', false)
+    .option('--concurrency <levels>', 'closed loop: requests in flight, e.g. 1,4,16', commaList)
+    .option('--rate <levels>', 'open loop: requests per second, e.g. 200,400', commaList)
+    .addOption(new Option('--arrival <kind>', 'open-loop arrivals').choices(['poisson', 'constant']).default('poisson'))
+    .option('--batch-sizes <sizes>', 'max_batch_size values to sweep, e.g. 1,4,16', commaList)
+    .option('--delays <delays>', 'max_queue_delay values to sweep, e.g. 0,1ms,5ms', commaList)
+    .option('--instances <counts>', 'instance counts to sweep, e.g. 1,2', commaList)
+    .addOption(
+      new Option('--protocol <protocol>', 'how requests are sent').choices(['v2-binary', 'v2-json', 'torchserve']).default('v2-binary'),
+    )
+    .option('--client-batch <rows>', 'rows per request', '1')
+    .option('--input <file>', 'send this file (JSON body, or raw bytes such as an image) instead of random tensors')
+    .option('--duration <duration>', 'longest measurement per load level', '10s')
+    .option('--requests <count>', 'stop a load level after this many measured requests')
+    .option('--window <duration>', 'measurement window', '1s')
+    .option('--warmup <duration>', 'load before measuring, excluded from results', '1s')
+    .option('--stability <pct>', 'the last 3 windows must agree within this on throughput and p99', '10%')
+    .option('--workers <count>', 'client worker threads', '1')
+    .option('--slo-p99 <duration>', 'recommend the fastest configuration whose p99 meets this')
+    .option('--json <file>', 'write every figure as JSON (schema in the README)')
+    .option('--csv <file>', 'write one CSV row per point')
+    .option('--md <file>', 'write a Markdown report')
+    .option('--html <file>', 'write a self-contained HTML report with charts')
+    .option('--fail-on <rules>', "exit 1 when a rule holds, e.g. 'p99>50ms,throughput<1000'")
+    .option('--baseline <file>', 'an earlier --json report to compare with')
+    .option('--max-regression <pct>', 'allowed throughput or p99 regression against --baseline', '10%')
+    .option('--pin', 'pin the server to CPU 0 and the client to the others (taskset)', false)
+    .option('--device <device>', 'device for the served archive and --in-process')
+    .action(async (archive: string | undefined, options: BenchCommandOptions) => {
+      const { runBench } = await import('./bench.js');
+      await runBench(archive, options);
+    });
+}

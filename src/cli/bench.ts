@@ -1,0 +1,164 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import ora from 'ora';
+import { parseDuration } from '../config/schema-kit.js';
+import { BenchGateError, UsageError } from '../errors.js';
+import { checkGate, parseFailOn, parseRegression } from '../bench/gate.js';
+import { measureInProcess, powersOfTwoUpTo } from '../bench/in-process.js';
+import { buildReport } from '../bench/report.js';
+import { renderHtml } from '../bench/report-html.js';
+import { renderCsv, renderMarkdown, renderTable } from '../bench/report-table.js';
+import type { BenchReport, LoadLevel, PointResult } from '../bench/report-types.js';
+import { runSweep, type BatchTimeSample, type SweepProgress } from '../bench/sweep.js';
+import { ArchiveTarget, RemoteTarget, type BenchTarget } from '../bench/targets.js';
+import type { BenchCommandOptions } from './bench-command.js';
+
+export async function runBench(archive: string | undefined, options: BenchCommandOptions): Promise<void> {
+  if (archive && options.url) throw new UsageError('give either an archive or --url, not both');
+  if (!archive && !options.url) throw new UsageError('give an archive to serve, or --url and --model of a running server');
+  if (options.url && !options.model) throw new UsageError('--url needs --model');
+  if (options.inProcess && !archive) throw new UsageError('--in-process needs an archive');
+  const levels = loadLevels(options);
+  if (levels.length === 0 && !options.inProcess) {
+    throw new UsageError('give load levels: --concurrency 1,4,16 or --rate 200,400 (or --in-process)');
+  }
+  const rules = options.failOn ? parseFailOn(options.failOn) : [];
+  const baseline = options.baseline ? await readBaseline(options.baseline) : undefined;
+  const sloP99Ms = options.sloP99 === undefined ? undefined : millis(options.sloP99, '--slo-p99');
+
+  const spinner = ora({ stream: process.stderr, isSilent: !process.stderr.isTTY }).start('starting');
+  let inProcessSamples: BatchTimeSample[] | undefined;
+  let points: PointResult[] = [];
+  let serverSamples: BatchTimeSample[] = [];
+  let target: BenchTarget | undefined;
+  try {
+    if (options.inProcess && archive) {
+      spinner.text = 'measuring T(B) in process';
+      const largest = options.batchSizes ? Math.max(...integers(options.batchSizes, '--batch-sizes', 1)) : undefined;
+      inProcessSamples = await measureInProcess(archive, {
+        rounds: 7,
+        iterations: 5,
+        warmupIterations: 3,
+        ...(options.device ? { device: options.device } : {}),
+        ...(largest !== undefined ? { batchSizes: powersOfTwoUpTo(largest) } : {}),
+      });
+    }
+    if (levels.length > 0) {
+      target = archive
+        ? await ArchiveTarget.open(archive, { pin: options.pin, ...(options.device ? { device: options.device } : {}) })
+        : new RemoteTarget(options.url as string, options.model as string, await managementOf(options));
+      const windowMs = millis(options.window, '--window');
+      const result = await runSweep(target, {
+        ...(options.batchSizes ? { batchSizes: integers(options.batchSizes, '--batch-sizes', 0) } : {}),
+        ...(options.delays ? { delaysUs: options.delays.map((delay) => micros(delay, '--delays')) } : {}),
+        ...(options.instances ? { instances: integers(options.instances, '--instances', 1) } : {}),
+        levels,
+        protocol: options.protocol,
+        clientBatch: integer(options.clientBatch, '--client-batch', 1),
+        ...(options.input ? { inputFile: options.input } : {}),
+        load: {
+          warmupMs: millis(options.warmup, '--warmup'),
+          windowMs,
+          minWindows: 3,
+          maxWindows: Math.max(3, Math.ceil(millis(options.duration, '--duration') / windowMs)),
+          stabilityPct: parseRegression(options.stability),
+          requestTimeoutMs: 60_000,
+          workers: integer(options.workers, '--workers', 1),
+          ...(options.requests ? { maxRequests: integer(options.requests, '--requests', 1) } : {}),
+        },
+        onProgress: (progress) => (spinner.text = progressText(progress)),
+      });
+      points = result.points;
+      serverSamples = result.samples;
+    }
+  } finally {
+    spinner.stop();
+    await target?.close();
+  }
+
+  const report = buildReport({
+    target: {
+      ...(options.url ? { url: options.url } : {}),
+      ...(archive ? { archive } : {}),
+      model: target?.model ?? options.model ?? archive ?? '',
+      protocol: options.protocol,
+    },
+    points,
+    serverSamples,
+    ...(inProcessSamples ? { inProcessSamples } : {}),
+    ...(sloP99Ms !== undefined ? { sloP99Ms } : {}),
+  });
+  process.stdout.write(`${renderTable(report)}\n`);
+  await writeReports(report, options);
+
+  const violations = checkGate(report, rules, baseline, baseline ? parseRegression(options.maxRegression) : undefined);
+  if (violations.length > 0) throw new BenchGateError(`bench gate failed: ${violations.join('; ')}`);
+}
+
+async function writeReports(report: BenchReport, options: BenchCommandOptions): Promise<void> {
+  const outputs: [string | undefined, () => string][] = [
+    [options.json, () => `${JSON.stringify(report, null, 2)}\n`],
+    [options.csv, () => renderCsv(report)],
+    [options.md, () => renderMarkdown(report)],
+    [options.html, () => renderHtml(report)],
+  ];
+  for (const [file, render] of outputs) {
+    if (!file) continue;
+    await writeFile(file, render());
+    process.stderr.write(`wrote ${file}\n`);
+  }
+}
+
+function loadLevels(options: BenchCommandOptions): LoadLevel[] {
+  return [
+    ...integers(options.concurrency ?? [], '--concurrency', 1).map(
+      (concurrency): LoadLevel => ({ kind: 'concurrency', concurrency }),
+    ),
+    ...(options.rate ?? []).map((value): LoadLevel => {
+      const rate = Number(value);
+      if (!Number.isFinite(rate) || rate <= 0) throw new UsageError(`--rate: expected requests per second, got "${value}"`);
+      return { kind: 'rate', rate, arrival: options.arrival };
+    }),
+  ];
+}
+
+async function managementOf(options: BenchCommandOptions): Promise<{ url: string; token?: string } | undefined> {
+  if (!options.managementUrl) return undefined;
+  const token = options.token ?? (options.tokenFile ? (await readFile(options.tokenFile, 'utf8')).trim() : undefined);
+  return { url: options.managementUrl, ...(token ? { token } : {}) };
+}
+
+async function readBaseline(file: string): Promise<BenchReport> {
+  try {
+    const report = JSON.parse(await readFile(file, 'utf8')) as BenchReport;
+    if (report.schemaVersion !== 1) throw new Error(`schemaVersion ${String(report.schemaVersion)}`);
+    return report;
+  } catch (error) {
+    throw new UsageError(`--baseline ${file} is not a bench --json report: ${(error as Error).message}`);
+  }
+}
+
+function progressText({ server, level, pointIndex, pointCount, throughput, p99Ms }: SweepProgress): string {
+  const load = level.kind === 'concurrency' ? `concurrency ${level.concurrency}` : `${level.rate}/s ${level.arrival}`;
+  const live = throughput === undefined ? '' : ` — ${throughput.toFixed(0)} req/s, p99 ${(p99Ms ?? 0).toFixed(2)} ms`;
+  return `[${pointIndex + 1}/${pointCount}] B=${server.maxBatchSize} delay ${server.maxQueueDelayUs} µs ×${server.instances}, ${load}${live}`;
+}
+
+function integer(value: string, flag: string, min: number): number {
+  const number = Number(value);
+  if (!Number.isSafeInteger(number) || number < min) throw new UsageError(`${flag}: expected an integer ≥ ${min}, got "${value}"`);
+  return number;
+}
+
+function integers(values: readonly string[], flag: string, min: number): number[] {
+  return values.map((value) => integer(value, flag, min));
+}
+
+function micros(value: string, flag: string): number {
+  const parsed = parseDuration(/^\d+$/.test(value) ? Number(value) : value);
+  if (parsed === undefined) throw new UsageError(`${flag}: expected a duration such as 0, 500us, 2ms, got "${value}"`);
+  return parsed;
+}
+
+function millis(value: string, flag: string): number {
+  return micros(value, flag) / 1000;
+}
