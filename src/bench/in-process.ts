@@ -49,7 +49,9 @@ export async function measureInProcess(archivePath: string, options: InProcessOp
     try {
       const config = reconcileWithModel(stored, readSignature(session, modelPath), archivePath);
       if (config.max_batch_size === 0) {
-        throw new UsageError(`model ${manifest.model.modelName} does not batch (max_batch_size 0): no curve to measure`);
+        throw new UsageError(
+          `model ${manifest.model.modelName} does not batch (max_batch_size 0): no curve to measure`,
+        );
       }
       const sizes = options.batchSizes ?? powersOfTwoUpTo(config.max_batch_size);
       const feedsBySize = sizes.map((batchSize) => randomFeeds(config.inputs, batchSize));
@@ -82,9 +84,12 @@ function randomFeeds(inputs: readonly TensorSpec[], batchSize: number): TensorMa
   for (const input of inputs) {
     const dims = input.shape.map((dim, axis) => (axis === 0 ? batchSize : dim === -1 ? 1 : dim));
     const type = ortTypeOf(input.datatype);
-    const data = allocateTensorData(type, dims.reduce((a, b) => a * b, 1));
+    const data = allocateTensorData(
+      type,
+      dims.reduce((a, b) => a * b, 1),
+    );
     if (data instanceof Float32Array) for (let i = 0; i < data.length; i++) data[i] = Math.random();
-    feeds[input.name] = new ort.Tensor(type, data as Float32Array, dims);
+    feeds[input.name] = new ort.Tensor(type, data, dims);
   }
   return feeds;
 }
@@ -92,7 +97,9 @@ function randomFeeds(inputs: readonly TensorSpec[], batchSize: number): TensorMa
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+  return sorted.length % 2 === 1
+    ? (sorted[middle] as number)
+    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
 }
 
 export function powersOfTwoUpTo(max: number): number[] {

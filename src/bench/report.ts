@@ -51,7 +51,9 @@ function warningsFor(
   const failed = inputs.points.filter((point) => point.errorCount > 0);
   if (failed.length > 0) {
     const total = failed.reduce((sum, point) => sum + point.errorCount, 0);
-    warnings.push(`THE SERVER RETURNED ERRORS: ${total} failed requests in ${failed.length} of ${inputs.points.length} points`);
+    warnings.push(
+      `THE SERVER RETURNED ERRORS: ${total} failed requests in ${failed.length} of ${inputs.points.length} points`,
+    );
   }
   const unstable = inputs.points.filter((point) => !point.stable).length;
   if (unstable > 0) warnings.push(`${unstable} point(s) did not stabilize within the window limit; their figures vary`);

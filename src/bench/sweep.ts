@@ -116,7 +116,8 @@ export function serverSideFigures(before: ModelStatsJson, after: ModelStatsJson)
   const executions = delta((s) => s.execution_count);
   const inferences = delta((s) => s.inference_count);
   const computeNs = delta(
-    (s) => s.inference_stats.compute_input.ns + s.inference_stats.compute_infer.ns + s.inference_stats.compute_output.ns,
+    (s) =>
+      s.inference_stats.compute_input.ns + s.inference_stats.compute_infer.ns + s.inference_stats.compute_output.ns,
   );
   return {
     requests,

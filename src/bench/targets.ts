@@ -35,7 +35,9 @@ async function getJson(url: string, init: { method?: 'GET' | 'PUT'; token?: stri
   }
   const body = (await response.body.json().catch(() => ({}))) as { error?: string };
   if (response.statusCode >= 400) {
-    throw new UsageError(`${init.method ?? 'GET'} ${url} answered ${response.statusCode}: ${body.error ?? 'no message'}`);
+    throw new UsageError(
+      `${init.method ?? 'GET'} ${url} answered ${response.statusCode}: ${body.error ?? 'no message'}`,
+    );
   }
   return body;
 }
@@ -114,7 +116,12 @@ export class ArchiveTarget implements BenchTarget {
   static async open(archive: string, options: ArchiveTargetOptions): Promise<ArchiveTarget> {
     const source = await openArchive(archive);
     const { manifest, config } = await readArchiveContents(source).finally(() => source.close());
-    const target = new ArchiveTarget(archive, manifest.model.modelName, await mkdtemp(join(tmpdir(), 'batchserve-bench-')), options);
+    const target = new ArchiveTarget(
+      archive,
+      manifest.model.modelName,
+      await mkdtemp(join(tmpdir(), 'batchserve-bench-')),
+      options,
+    );
     target.defaults = {
       maxBatchSize: config.max_batch_size ?? 0,
       maxQueueDelayUs: config.dynamic_batching.max_queue_delay,
@@ -153,8 +160,9 @@ export class ArchiveTarget implements BenchTarget {
       'error',
       ...(this.options.device ? ['--device', this.options.device] : []),
     ];
-    const [command, commandArgs] = this.options.pin && hasTaskset() ? ['taskset', ['-c', '0', process.execPath, ...args]] : [process.execPath, args];
-    const child = spawn(command, commandArgs as string[], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const [command, commandArgs] =
+      this.options.pin && hasTaskset() ? ['taskset', ['-c', '0', process.execPath, ...args]] : [process.execPath, args];
+    const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     const urls = await startupUrls(child);
     this.remote = new RemoteTarget(urls.inference, this.model, {

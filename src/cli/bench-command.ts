@@ -39,14 +39,20 @@ export interface BenchCommandOptions {
 export function registerBench(program: Command): void {
   program
     .command('bench')
-    .description('drive a server across batch sizes × delays × load levels; fit T(B) = c + m·B and report the 1 + c/m ceiling')
+    .description(
+      'drive a server across batch sizes × delays × load levels; fit T(B) = c + m·B and report the 1 + c/m ceiling',
+    )
     .argument('[archive]', 'a .mar to serve and sweep (bench starts and stops serve itself)')
     .option('--url <url>', 'a running server (its inference API) instead of an archive')
     .option('--model <name>', 'the model to drive on --url')
     .option('--management-url <url>', "the --url server's management API, needed to sweep it")
     .option('--token <token>', 'management bearer token')
     .option('--token-file <path>', 'file holding the management bearer token')
-    .option('--in-process', 'also measure T(B) straight on the session (archive only): the limit the server is judged against', false)
+    .option(
+      '--in-process',
+      'also measure T(B) straight on the session (archive only): the limit the server is judged against',
+      false,
+    )
     .option('--concurrency <levels>', 'closed loop: requests in flight, e.g. 1,4,16', commaList)
     .option('--rate <levels>', 'open loop: requests per second, e.g. 200,400', commaList)
     .addOption(new Option('--arrival <kind>', 'open-loop arrivals').choices(['poisson', 'constant']).default('poisson'))
@@ -54,7 +60,9 @@ export function registerBench(program: Command): void {
     .option('--delays <delays>', 'max_queue_delay values to sweep, e.g. 0,1ms,5ms', commaList)
     .option('--instances <counts>', 'instance counts to sweep, e.g. 1,2', commaList)
     .addOption(
-      new Option('--protocol <protocol>', 'how requests are sent').choices(['v2-binary', 'v2-json', 'torchserve']).default('v2-binary'),
+      new Option('--protocol <protocol>', 'how requests are sent')
+        .choices(['v2-binary', 'v2-json', 'torchserve'])
+        .default('v2-binary'),
     )
     .option('--client-batch <rows>', 'rows per request', '1')
     .option('--input <file>', 'send this file (JSON body, or raw bytes such as an image) instead of random tensors')

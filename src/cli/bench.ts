@@ -14,7 +14,8 @@ import type { BenchCommandOptions } from './bench-command.js';
 
 export async function runBench(archive: string | undefined, options: BenchCommandOptions): Promise<void> {
   if (archive && options.url) throw new UsageError('give either an archive or --url, not both');
-  if (!archive && !options.url) throw new UsageError('give an archive to serve, or --url and --model of a running server');
+  if (!archive && !options.url)
+    throw new UsageError('give an archive to serve, or --url and --model of a running server');
   if (options.url && !options.model) throw new UsageError('--url needs --model');
   if (options.inProcess && !archive) throw new UsageError('--in-process needs an archive');
   const levels = loadLevels(options);
@@ -110,12 +111,14 @@ async function writeReports(report: BenchReport, options: BenchCommandOptions): 
 
 function loadLevels(options: BenchCommandOptions): LoadLevel[] {
   return [
-    ...integers(options.concurrency ?? [], '--concurrency', 1).map(
-      (concurrency): LoadLevel => ({ kind: 'concurrency', concurrency }),
-    ),
+    ...integers(options.concurrency ?? [], '--concurrency', 1).map((concurrency): LoadLevel => ({
+      kind: 'concurrency',
+      concurrency,
+    })),
     ...(options.rate ?? []).map((value): LoadLevel => {
       const rate = Number(value);
-      if (!Number.isFinite(rate) || rate <= 0) throw new UsageError(`--rate: expected requests per second, got "${value}"`);
+      if (!Number.isFinite(rate) || rate <= 0)
+        throw new UsageError(`--rate: expected requests per second, got "${value}"`);
       return { kind: 'rate', rate, arrival: options.arrival };
     }),
   ];
@@ -145,7 +148,8 @@ function progressText({ server, level, pointIndex, pointCount, throughput, p99Ms
 
 function integer(value: string, flag: string, min: number): number {
   const number = Number(value);
-  if (!Number.isSafeInteger(number) || number < min) throw new UsageError(`${flag}: expected an integer ≥ ${min}, got "${value}"`);
+  if (!Number.isSafeInteger(number) || number < min)
+    throw new UsageError(`${flag}: expected an integer ≥ ${min}, got "${value}"`);
   return number;
 }
 

@@ -23,6 +23,14 @@ export async function main(argv: readonly string[]): Promise<number> {
   registerModelArchive(program);
   registerServe(program);
   registerBench(program);
+  program
+    .command('doctor')
+    .description('report what this machine can run: versions, execution providers (each tried), GPUs, Vulkan')
+    .option('--json', 'print one JSON document for scripts', false)
+    .action(async (options: { json: boolean }) => {
+      const { runDoctor } = await import('./doctor.js');
+      await runDoctor(options);
+    });
   try {
     await program.parseAsync([...argv], { from: 'user' });
     // A long-running command (serve) sets its own exit code when it stops.

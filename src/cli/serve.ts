@@ -92,6 +92,7 @@ function startupBlock(server: BatchServer, config: ServerConfig): string {
     `  metrics     ${urls.metrics}/metrics`,
     '  models',
     ...server.repository.list().map((model) => `    ${describeModel(model)}`),
+    ...server.startupFailures.map((failure) => `    FAILED ${failure.spec}: ${failure.message}`),
     '',
   ];
   return `${lines.join('\n')}\n`;

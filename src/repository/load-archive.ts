@@ -50,6 +50,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       ? manifest.model.handler
       : join(modelDir, manifest.model.handler);
     let config: CompleteModelConfig | undefined;
+    const deviceNotes: string[] = [];
 
     const createInstance = async (index: number): Promise<ServingInstance> => {
       const spec: InstanceSpec = {
@@ -66,11 +67,13 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       if (storedConfig.runtime.thread === 'worker') {
         const started = await WorkerInstance.start(id, spec);
         config ??= started.config;
+        if (started.deviceNote) deviceNotes.push(`${id}: ${started.deviceNote}`);
         return started.instance;
       }
       const opened = await openInstance(spec);
       config ??= opened.config;
-      return new ModelInstance(id, spec.device, opened.session, opened.handler, opened.context);
+      if (opened.deviceNote) deviceNotes.push(`${id}: ${opened.deviceNote}`);
+      return new ModelInstance(id, opened.device, opened.session, opened.handler, opened.context);
     };
     for (let index = 0; index < devices.length; index++) instances.push(await createInstance(index));
 
@@ -84,6 +87,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       instances,
       createInstance,
       workDir,
+      deviceNotes,
       loadSeconds: Number(process.hrtime.bigint() - started) / 1e9,
       metrics: options.metrics,
     });

@@ -24,6 +24,8 @@ export interface LoadedModelParts {
   readonly createInstance: InstanceFactory;
   /** The extracted archive, removed on unload. */
   readonly workDir: string;
+  /** What `auto` devices picked and why, one line per instance. */
+  readonly deviceNotes: readonly string[];
   readonly loadSeconds: number;
   readonly metrics: ServerMetrics;
 }
@@ -36,6 +38,7 @@ export class LoadedModel {
   readonly manifest: ArchiveManifest;
   readonly labels: readonly string[] | undefined;
   readonly loadSeconds: number;
+  readonly deviceNotes: readonly string[];
   readonly stats: ModelStatistics;
   readonly loadedAt = new Date();
   private currentConfig: CompleteModelConfig;
@@ -52,6 +55,7 @@ export class LoadedModel {
     this.manifest = parts.manifest;
     this.labels = parts.labels;
     this.loadSeconds = parts.loadSeconds;
+    this.deviceNotes = parts.deviceNotes;
     this.currentConfig = parts.config;
     this.instanceList = [...parts.instances];
     this.stats = new ModelStatistics(parts.name, parts.version);

@@ -13,7 +13,7 @@ const spec = workerData as InstanceSpec & { id: string };
 
 try {
   const opened = await openInstance(spec);
-  const instance = new ModelInstance(spec.id, spec.device, opened.session, opened.handler, opened.context);
+  const instance = new ModelInstance(spec.id, opened.device, opened.session, opened.handler, opened.context);
   port.on('message', (message: { type: 'run'; id: number; requests: WireRequest[] } | { type: 'close' }) => {
     if (message.type === 'close') {
       void instance.release().finally(() => port.close());
@@ -30,7 +30,7 @@ try {
       (error: unknown) => port.postMessage({ type: 'result', id: message.id, error: toWireError(error) }),
     );
   });
-  port.postMessage({ type: 'ready', config: opened.config });
+  port.postMessage({ type: 'ready', config: opened.config, device: opened.device, deviceNote: opened.deviceNote });
 } catch (error) {
   port.postMessage({ type: 'failed', error: toWireError(error) });
 }

@@ -5,7 +5,7 @@ import { loadHandler } from '../handlers/load.js';
 import { createHandlerContext } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
 import { allocateTensorData, ortTypeOf } from './datatypes.js';
-import { createSession, readSignature } from './session.js';
+import { createDeviceSession, readSignature } from './session.js';
 import type { TensorMap } from './tensors.js';
 
 /** Everything one instance needs, as plain data so it can cross into a worker thread. */
@@ -24,6 +24,9 @@ export interface InstanceSpec {
 
 export interface OpenedInstance {
   readonly session: ort.InferenceSession;
+  /** Where it runs: the spec's device, or what `auto` picked. */
+  readonly device: string;
+  readonly deviceNote?: string;
   readonly handler: Handler;
   readonly context: HandlerContext;
   readonly config: CompleteModelConfig;
@@ -34,7 +37,7 @@ export interface OpenedInstance {
  * handler, runs its initialize hook and warms up every preferred batch size.
  */
 export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> {
-  const session = await createSession(
+  const { session, device, note } = await createDeviceSession(
     spec.modelPath,
     { runtime: spec.config.runtime, device: spec.device },
     spec.configSource,
@@ -51,7 +54,7 @@ export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> 
     });
     await handler.initialize?.(context);
     if (config.warmup) await warmUp(session, config);
-    return { session, handler, context, config };
+    return { session, device, ...(note ? { deviceNote: note } : {}), handler, context, config };
   } catch (error) {
     await session.release();
     throw error;

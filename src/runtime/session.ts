@@ -2,7 +2,10 @@ import ort from 'onnxruntime-node';
 import { ModelLoadError } from '../errors.js';
 import type { ModelConfig, TensorSpec } from '../config/model-config.js';
 import { datatypeOfOrtType } from './datatypes.js';
-import { fixFor, providersFor } from './devices.js';
+import { AUTO_ORDER, fixFor, providersFor } from './devices.js';
+
+// Load failures reach callers as exceptions; onnxruntime's own log would repeat them on stderr.
+ort.env.logLevel = 'fatal';
 
 export interface ModelSignature {
   readonly inputs: readonly TensorSpec[];
@@ -59,6 +62,40 @@ export function readSignature(session: ort.InferenceSession, source: string): Mo
   return { inputs: describe(session.inputMetadata), outputs: describe(session.outputMetadata) };
 }
 
+export interface DeviceSession {
+  readonly session: ort.InferenceSession;
+  /** The device the session runs on: `auto` resolved to what initialized. */
+  readonly device: string;
+  /** For `auto`: one line saying what was picked and why the others were skipped. */
+  readonly note?: string;
+}
+
+/**
+ * A session on `device`; `auto` tries the accelerators in order and keeps the first that
+ * actually initializes (tried, not guessed from the platform), CPU last.
+ */
+export async function createDeviceSession(
+  model: string | Uint8Array,
+  options: SessionOptions,
+  source?: string,
+): Promise<DeviceSession> {
+  if (options.device !== 'auto') {
+    return { session: await createSession(model, options, source), device: options.device ?? 'cpu' };
+  }
+  const skipped: string[] = [];
+  for (const device of AUTO_ORDER) {
+    try {
+      const session = await createSession(model, { ...options, device }, source);
+      const why = skipped.length > 0 ? `; skipped ${skipped.join('; ')}` : '';
+      return { session, device, note: `device auto picked ${device}${why}` };
+    } catch (error) {
+      if (device === 'cpu') throw error;
+      skipped.push(`${device}: ${(error as Error).message.replace(/^.*? on [^:]+: /, '').split(' — ')[0] ?? ''}`);
+    }
+  }
+  throw new ModelLoadError('no device initialized');
+}
+
 export async function readModelSignature(model: string | Uint8Array, source?: string): Promise<ModelSignature> {
   const session = await createSession(
     model,
@@ -72,6 +109,8 @@ export async function readModelSignature(model: string | Uint8Array, source?: st
   }
 }
 
+/** onnxruntime's message without its source-location preamble, first line only. */
 function firstLine(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
+  const message = (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
+  return message.replace(/^\/onnxruntime_src\/\S+:\d+ .*? was false\. /, '');
 }

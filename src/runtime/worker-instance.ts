@@ -13,7 +13,7 @@ import {
 } from './worker-protocol.js';
 
 type WorkerMessage =
-  | { type: 'ready'; config: CompleteModelConfig }
+  | { type: 'ready'; config: CompleteModelConfig; device: string; deviceNote?: string }
   | { type: 'failed'; error: WireError }
   | { type: 'result'; id: number; responses?: WireResponse[]; timings?: BatchTimings; error?: WireError };
 
@@ -57,11 +57,11 @@ export class WorkerInstance implements BatchRunner {
   static async start(
     id: string,
     spec: InstanceSpec,
-  ): Promise<{ instance: WorkerInstance; config: CompleteModelConfig }> {
+  ): Promise<{ instance: WorkerInstance; config: CompleteModelConfig; deviceNote?: string }> {
     const worker = new Worker(new URL('./instance-worker.js', import.meta.url), { workerData: { ...spec, id } });
-    const config = await new Promise<CompleteModelConfig>((resolve, reject) => {
+    const ready = await new Promise<Extract<WorkerMessage, { type: 'ready' }>>((resolve, reject) => {
       worker.once('message', (message: WorkerMessage) => {
-        if (message.type === 'ready') resolve(message.config);
+        if (message.type === 'ready') resolve(message);
         else if (message.type === 'failed') reject(fromWireError(message.error));
       });
       worker.once('error', reject);
@@ -72,7 +72,11 @@ export class WorkerInstance implements BatchRunner {
       await worker.terminate();
       throw error;
     });
-    return { instance: new WorkerInstance(id, spec.device, worker), config };
+    return {
+      instance: new WorkerInstance(id, ready.device, worker),
+      config: ready.config,
+      ...(ready.deviceNote ? { deviceNote: ready.deviceNote } : {}),
+    };
   }
 
   run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {

@@ -34,6 +34,8 @@ export interface BatchServer {
   readonly token: string | undefined;
   /** Where a generated token was written. */
   readonly keyFile: string | undefined;
+  /** Models named at start that did not load; the others serve. */
+  readonly startupFailures: readonly StartupFailure[];
   /**
    * Stops taking requests (readiness turns false first), answers every admitted one, then
    * closes. Resolves true when everything finished within `timeoutMs`.
@@ -62,7 +64,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   };
 
   try {
-    const startupArchives = await loadStartupModels(config, repository, logger);
+    const { loaded: startupArchives, failures: startupFailures } = await loadStartupModels(config, repository, logger);
     const { token, keyFile } = await managementToken(config, logger);
 
     const handle = (routes: readonly Route[]) => (req: IncomingMessage, res: ServerResponse) => {
@@ -150,6 +152,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       logger,
       token,
       keyFile,
+      startupFailures,
       drain,
       close: async () => {
         accepting = false;
@@ -163,11 +166,20 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   }
 }
 
+export interface StartupFailure {
+  readonly spec: string;
+  readonly message: string;
+}
+
+/**
+ * Loads the models named at start. One that fails to load (a missing GPU driver, a bad
+ * archive) is logged and listed, and the others serve; only when none loads does start fail.
+ */
 async function loadStartupModels(
   config: ServerConfig,
   repository: ModelRepository,
   logger: Logger,
-): Promise<Set<string>> {
+): Promise<{ loaded: Set<string>; failures: StartupFailure[] }> {
   const archives: { name?: string; path: string }[] = [];
   for (const spec of config.models) {
     if (spec === 'all') {
@@ -179,17 +191,32 @@ async function loadStartupModels(
     archives.push({ name: spec.slice(0, at), path: spec.slice(at + 1) });
   }
   const loaded = new Set<string>();
+  const failures: (StartupFailure & { error: unknown })[] = [];
   for (const { name, path } of archives) {
-    const model = await repository.load(path);
+    let model;
+    try {
+      model = await repository.load(path);
+    } catch (error) {
+      if (error instanceof UsageError || !(error instanceof BatchserveError)) throw error;
+      logger.error({ archive: path, code: error.code, err: error.message }, 'model failed to load; serving the others');
+      failures.push({
+        spec: name === undefined ? path : `${name}=${path}`,
+        message: `${error.message} [${error.code}]`,
+        error,
+      });
+      continue;
+    }
     if (name !== undefined && name !== model.name) {
       throw new UsageError(
         `--models ${name}=${path}: the archive holds model "${model.name}"; use ${model.name}=${path}`,
       );
     }
     loaded.add(resolve(path));
+    for (const note of model.deviceNotes) logger.info({ model: model.name, version: model.version }, note);
     logger.info({ model: model.name, version: model.version, seconds: model.loadSeconds }, 'model loaded');
   }
-  return loaded;
+  if (loaded.size === 0 && failures.length > 0) throw failures[0]?.error;
+  return { loaded, failures: failures.map(({ spec, message }) => ({ spec, message })) };
 }
 
 async function managementToken(

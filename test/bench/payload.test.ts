@@ -1,6 +1,5 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -36,19 +35,17 @@ function outputRows(payload: RequestPayload, answer: Awaited<ReturnType<typeof c
   return answer.body.outputs[0].shape[0];
 }
 
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+/**
+ * Nothing listens on port 1, and no server can be handed it while the tests run: port 0 only
+ * ever yields ephemeral ports. (A port freed by closing a server could be taken in between.)
+ */
+const CLOSED_PORT_URL = 'http://127.0.0.1:1';
 
 test('model metadata comes from the server; a missing model or server is a clear error', async (t) => {
   const { base, metadata } = await affineServer(t);
   assert.deepEqual(metadata.inputs, [{ name: 'x', datatype: 'FP32', shape: [-1, 4] }]);
   await assert.rejects(fetchModelMetadata(base, 'missing'), { code: 'BS_ERR_MODEL_NOT_FOUND' });
-  await assert.rejects(fetchModelMetadata(`http://127.0.0.1:${await closedPort()}`, 'affine'), {
+  await assert.rejects(fetchModelMetadata(CLOSED_PORT_URL, 'affine'), {
     code: 'BS_ERR_USAGE',
   });
 });
