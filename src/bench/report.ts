@@ -37,16 +37,12 @@ export function buildReport(inputs: ReportInputs): BenchReport {
     ...(inProcess ? { inProcess } : {}),
     speedup: model && inputs.points.length > 0 ? speedupTable(model, [...inputs.points]) : [],
     ...(recommendation ? { recommendation } : {}),
-    warnings: warningsFor(inputs, fit, inProcess, recommendation === undefined),
+    warnings: warningsFor(inputs, fit, recommendation === undefined),
   };
 }
 
-function warningsFor(
-  inputs: ReportInputs,
-  fit: BatchCostFit | undefined,
-  inProcess: BatchCostFit | undefined,
-  noRecommendation: boolean,
-): string[] {
+/** Poor fits are flagged on the fits themselves (`poorFit`) and in the table's summary. */
+function warningsFor(inputs: ReportInputs, fit: BatchCostFit | undefined, noRecommendation: boolean): string[] {
   const warnings: string[] = [];
   const failed = inputs.points.filter((point) => point.errorCount > 0);
   if (failed.length > 0) {
@@ -57,8 +53,6 @@ function warningsFor(
   }
   const unstable = inputs.points.filter((point) => !point.stable).length;
   if (unstable > 0) warnings.push(`${unstable} point(s) did not stabilize within the window limit; their figures vary`);
-  if (fit?.poorFit) warnings.push(`the server-side fit of T(B) = c + m·B is poor (R² ${fit.r2.toFixed(3)})`);
-  if (inProcess?.poorFit) warnings.push(`the in-process fit of T(B) = c + m·B is poor (R² ${inProcess.r2.toFixed(3)})`);
   if (!fit && inputs.points.length > 0) {
     warnings.push('the server formed fewer than two batch sizes, so c and m could not be fitted from its statistics');
   }

@@ -12,10 +12,15 @@ const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url)
 
 test('doctor reports the CPU provider working and each accelerator with why it does not', async () => {
   const run = await new Promise<{ code: number; stdout: string }>((resolve) =>
-    execFile(process.execPath, [BIN, 'doctor', '--json'], (error, stdout) => resolve({ code: error ? Number(error.code) : 0, stdout })),
+    execFile(process.execPath, [BIN, 'doctor', '--json'], (error, stdout) =>
+      resolve({ code: error ? Number(error.code) : 0, stdout }),
+    ),
   );
   assert.equal(run.code, 0);
-  const report = JSON.parse(run.stdout) as { providers: { name: string; works: boolean; error?: string }[]; cpu: { cores: number } };
+  const report = JSON.parse(run.stdout) as {
+    providers: { name: string; works: boolean; error?: string }[];
+    cpu: { cores: number };
+  };
   const provider = (name: string) => report.providers.find((p) => p.name === name);
   assert.equal(provider('cpu')?.works, true);
   assert.ok(report.cpu.cores >= 1);
@@ -28,14 +33,29 @@ test('doctor reports the CPU provider working and each accelerator with why it d
 
 test('auto picks the CPU here and says why; an explicit GPU device fails alone, the other models serve', async (t) => {
   const dir = await tempDir(t);
-  const auto = await packAffine(dir, { name: 'auto', config: 'max_batch_size: 4\ninstances:\n  - { count: 1, device: auto }\n' });
-  const cuda = await packAffine(dir, { name: 'gpu', config: 'max_batch_size: 4\ninstances:\n  - { count: 1, device: cuda:0 }\n' });
-  const webgpu = await packAffine(dir, { name: 'web', config: 'max_batch_size: 4\ninstances:\n  - { count: 1, device: webgpu }\n' });
+  const auto = await packAffine(dir, {
+    name: 'auto',
+    config: 'max_batch_size: 4\ninstances:\n  - { count: 1, device: auto }\n',
+  });
+  const cuda = await packAffine(dir, {
+    name: 'gpu',
+    config: 'max_batch_size: 4\ninstances:\n  - { count: 1, device: cuda:0 }\n',
+  });
+  const webgpu = await packAffine(dir, {
+    name: 'web',
+    config: 'max_batch_size: 4\ninstances:\n  - { count: 1, device: webgpu }\n',
+  });
   const lines: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
   const server = await startServer({
     config: validateServerConfig(
-      { models: [`auto=${auto}`, `gpu=${cuda}`, `web=${webgpu}`], port: 0, management_port: 0, metrics_port: 0, auth: { token: 't' } },
+      {
+        models: [`auto=${auto}`, `gpu=${cuda}`, `web=${webgpu}`],
+        port: 0,
+        management_port: 0,
+        metrics_port: 0,
+        auth: { token: 't' },
+      },
       'test',
     ),
     logger,
@@ -52,7 +72,12 @@ test('auto picks the CPU here and says why; an explicit GPU device fails alone, 
   assert.match(server.startupFailures[1]?.message ?? '', /on webgpu: .*Vulkan loader/);
   const answer = await call(`${server.urls.inference}/v2/models/auto/infer`, { body: affineRequest([[1, 2, 3, 4]]) });
   assert.equal(answer.status, 200, 'the other model serves');
-  const [described] = (await call(`${server.urls.management}/models/auto`, { headers: { authorization: 'Bearer t' } })).body;
-  assert.deepEqual(described.workers.map((worker: { device: string }) => worker.device), ['cpu'], 'instances report their device');
+  const [described] = (await call(`${server.urls.management}/models/auto`, { headers: { authorization: 'Bearer t' } }))
+    .body;
+  assert.deepEqual(
+    described.workers.map((worker: { device: string }) => worker.device),
+    ['cpu'],
+    'instances report their device',
+  );
   assert.equal((await call(`${server.urls.inference}/v2/models/gpu`)).status, 404);
 });

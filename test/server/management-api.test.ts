@@ -158,3 +158,34 @@ test('while a model unloads it is not ready: new requests get 503, admitted ones
   assert.equal((await unloading).status, 200);
   assert.equal((await call(`${base}/v2/models/affine`)).status, 404);
 });
+
+test('an allow-listed URL is downloaded into the model store and registered; --models all loads the store', async (t) => {
+  const dir = await tempDir(t);
+  const { readFile, mkdir, rename } = await import('node:fs/promises');
+  const { createServer } = await import('node:http');
+  await mkdir(join(dir, 'remote'));
+  const remote = join(dir, 'remote', 'second.mar');
+  await rename(await packAffine(dir, { name: 'second' }), remote);
+  const bytes = await readFile(remote);
+  const files = createServer((_req, res) => res.end(bytes));
+  await new Promise<void>((ready) => files.listen(0, '127.0.0.1', ready));
+  t.after(() => new Promise<void>((done) => files.close(() => done())));
+  const { port } = files.address() as { port: number };
+
+  await packAffine(dir);
+  const server = await startTestServer(t, {
+    models: ['all'],
+    model_store: join(dir, 'store'),
+    allowed_urls: ['^http://127\\.0\\.0\\.1:\\d+/'],
+  });
+  assert.equal(
+    (await call(`${server.urls.inference}/v2/models/affine/ready`)).status,
+    200,
+    '--models all loaded the store',
+  );
+  const url = encodeURIComponent(`http://127.0.0.1:${port}/models/second.mar`);
+  const registered = await call(`${server.urls.management}/models?url=${url}`, { method: 'POST', headers: AUTH });
+  assert.equal(registered.status, 200, JSON.stringify(registered.body));
+  assert.deepEqual(await readFile(join(dir, 'store', 'second.mar')), bytes, 'kept in the model store');
+  assert.equal((await call(`${server.urls.inference}/v2/models/second/ready`)).status, 200);
+});
