@@ -1,3 +1,4 @@
+import { formatDuration } from '../config/schema-kit.js';
 /**
  * The batching model behind the bench's explanations: a forward pass over B rows costs
  * T(B) = c + m·B (a fixed cost c per pass plus m per row), so batching B rows into one pass
@@ -128,16 +129,8 @@ export function recommend(points: readonly PointResult[], sloP99Ms: number): Rec
   const snippet =
     `max_batch_size: ${maxBatchSize}\n` +
     `dynamic_batching:\n` +
-    `  max_queue_delay: ${formatDelay(maxQueueDelayUs)}\n` +
+    `  max_queue_delay: ${formatDuration(maxQueueDelayUs)}\n` +
     `instances:\n` +
     `  - { count: ${instances}, device: cpu }\n`;
   return { sloP99Ms, point: best, snippet };
-}
-
-/** A delay in µs the way model-config.yaml writes it: `2ms`, `250us`, `1s`, or `0`. */
-export function formatDelay(micros: number): string {
-  if (micros === 0) return '0';
-  if (micros % 1_000_000 === 0) return `${micros / 1_000_000}s`;
-  if (micros % 1_000 === 0) return `${micros / 1_000}ms`;
-  return `${micros}us`;
 }

@@ -3,6 +3,7 @@ import { extname } from 'node:path';
 import { Document, isSeq, parse as parseYaml, visit, YAMLError } from 'yaml';
 import { ConfigInvalidError, InputFileError } from '../errors.js';
 import { validateModelConfig, type ModelConfig } from './model-config.js';
+import { formatDuration } from './schema-kit.js';
 
 /** Parses YAML (or JSON, a subset of it) text; syntax errors name the source and line. */
 export function parseConfigText(text: string, source: string): unknown {
@@ -56,8 +57,8 @@ export function modelConfigToYaml(config: ModelConfig): string {
     ...config,
     dynamic_batching: {
       ...batching,
-      max_queue_delay: formatMicros(batching.max_queue_delay),
-      default_timeout: formatMicros(batching.default_timeout),
+      max_queue_delay: yamlDuration(batching.max_queue_delay),
+      default_timeout: yamlDuration(batching.default_timeout),
     },
   });
   visit(document, {
@@ -70,9 +71,7 @@ export function modelConfigToYaml(config: ModelConfig): string {
   return document.toString();
 }
 
-function formatMicros(micros: number): string | number {
-  if (micros === 0) return 0;
-  if (micros % 1_000_000 === 0) return `${micros / 1_000_000}s`;
-  if (micros % 1_000 === 0) return `${micros / 1_000}ms`;
-  return `${micros}us`;
+/** 0 stays a plain number in YAML; other durations read better with a unit. */
+function yamlDuration(micros: number): string | number {
+  return micros === 0 ? 0 : formatDuration(micros);
 }

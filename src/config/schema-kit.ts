@@ -20,10 +20,19 @@ const DURATION = /^(\d+(?:\.\d+)?)\s*(us|µs|ms|s|m)$/;
 export function parseDuration(value: unknown): number | undefined {
   if (typeof value === 'number') return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
   if (typeof value !== 'string') return undefined;
+  if (value.trim() === '0') return 0;
   const match = DURATION.exec(value.trim());
   if (!match) return undefined;
   const micros = Number(match[1]) * (DURATION_UNITS_US[match[2] as string] as number);
   return Number.isFinite(micros) ? Math.round(micros) : undefined;
+}
+
+/** A duration in microseconds as the shortest readable string: `0`, `250us`, `5ms`, `2s`. */
+export function formatDuration(micros: number): string {
+  if (micros === 0) return '0';
+  if (micros % 1_000_000 === 0) return `${micros / 1_000_000}s`;
+  if (micros % 1_000 === 0) return `${micros / 1_000}ms`;
+  return `${micros}us`;
 }
 
 export function describeValue(value: unknown): string {

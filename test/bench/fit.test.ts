@@ -1,14 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import {
-  fitBatchCost,
-  formatDelay,
-  predictedSpeedup,
-  recommend,
-  samplesFromStats,
-  speedupTable,
-} from '../../src/bench/fit.js';
+import { fitBatchCost, predictedSpeedup, recommend, samplesFromStats, speedupTable } from '../../src/bench/fit.js';
+import { formatDuration } from '../../src/config/schema-kit.js';
 import type { BatchCostFit } from '../../src/bench/report-types.js';
 import { ModelStatistics } from '../../src/metrics/model-statistics.js';
 import { SAMPLE_SLO_P99_MS, samplePoint, samplePoints } from './sample-report.js';
@@ -210,9 +204,9 @@ test('recommend picks the highest throughput under the p99 objective and skips p
 });
 
 test('delays are written as model-config.yaml writes them', () => {
-  assert.equal(formatDelay(0), '0');
-  assert.equal(formatDelay(250), '250us');
-  assert.equal(formatDelay(2000), '2ms');
-  assert.equal(formatDelay(1500), '1500us');
-  assert.equal(formatDelay(1_000_000), '1s');
+  assert.equal(formatDuration(0), '0');
+  assert.equal(formatDuration(250), '250us');
+  assert.equal(formatDuration(2000), '2ms');
+  assert.equal(formatDuration(1500), '1500us');
+  assert.equal(formatDuration(1_000_000), '1s');
 });
