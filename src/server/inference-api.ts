@@ -227,6 +227,7 @@ async function inferV2(req: IncomingMessage, res: ServerResponse, model: LoadedM
   res.writeHead(200, {
     'content-type': encoded.contentType,
     'content-length': encoded.body.length,
+    'x-model-version': model.version,
     ...(encoded.headerLength !== undefined ? { 'inference-header-content-length': encoded.headerLength } : {}),
   });
   res.end(encoded.body);
@@ -243,6 +244,7 @@ async function predict(req: IncomingMessage, res: ServerResponse, model: LoadedM
     shapeKey: `body:${contentType ?? ''}`,
     signal: disconnectSignal(res),
   });
+  res.setHeader('x-model-version', model.version);
   sendPrediction(res, result.response);
 }
 

@@ -98,7 +98,13 @@ test('register from the model store, versions and the default, unregister; remot
   assert.equal((await infer('/v2/models/affine/infer')).body.model_version, '2', 'the latest version by default');
   assert.equal((await call(`${base}/models/affine/1/set-default`, { method: 'PUT', headers: AUTH })).status, 200);
   assert.equal((await infer('/v2/models/affine/infer')).body.model_version, '1');
-  assert.equal((await infer('/v2/models/affine/versions/2/infer')).body.model_version, '2');
+  const second = await call(`${server.urls.inference}/v2/models/affine/versions/2/infer`, {
+    body: affineRequest([[1, 1, 1, 1]]),
+  });
+  assert.equal(second.body.model_version, '2');
+  assert.equal(second.headers['x-model-version'], '2', 'the answering version is in a header too');
+  const predicted = await call(`${server.urls.inference}/predictions/affine/2`, { body: '[[1, 1, 1, 1]]' });
+  assert.equal(predicted.headers['x-model-version'], '2');
   assert.equal((await call(`${base}/models/affine/all`, { headers: AUTH })).body.length, 2);
 
   assert.equal((await call(`${base}/models/second`, { method: 'DELETE', headers: AUTH })).status, 200);
