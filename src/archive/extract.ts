@@ -13,7 +13,8 @@ import {
 import { describeEntry, type ArchiveLimits } from './limits.js';
 import { MANIFEST_PATH, type ManifestFile } from './manifest.js';
 import { openArchive, type ArchiveSource } from './source.js';
-import { readManifest, Sha256Tap } from './verify.js';
+import { readManifest } from './read.js';
+import { Sha256Tap } from './verify.js';
 
 export interface UnpackOptions {
   /** Replace an existing `targetDir`, once the new extraction has fully succeeded. */

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
-import { ArchiveManifestError } from '../errors.js';
 import type { ArchiveLimits } from './limits.js';
-import { MANIFEST_PATH, parseManifest, type ArchiveManifest } from './manifest.js';
-import { openArchive, type ArchiveSource } from './source.js';
+import { MANIFEST_PATH, type ArchiveManifest } from './manifest.js';
+import { readManifest } from './read.js';
+import { openArchive } from './source.js';
 
 export interface FileCheck {
   path: string;
@@ -27,9 +27,6 @@ export interface FileDigest {
   sha256: string;
   size: number;
 }
-
-/** Manifests are a few KiB; this bounds what a hostile one can make us buffer. */
-const MAX_MANIFEST_BYTES = 16 * 1024 ** 2;
 
 /** Hashes the bytes that flow through it, for pipelines that also write them somewhere. */
 export class Sha256Tap extends Transform {
@@ -58,18 +55,6 @@ export async function sha256OfStream(stream: NodeJS.ReadableStream): Promise<Fil
     size += bytes.length;
   }
   return { sha256: hash.digest('hex'), size };
-}
-
-/** The parsed manifest of an opened archive; ArchiveManifestError when absent or invalid. */
-export async function readManifest(source: ArchiveSource): Promise<ArchiveManifest> {
-  const entry = source.entry(MANIFEST_PATH);
-  if (entry === undefined) throw new ArchiveManifestError(`${source.location}: has no ${MANIFEST_PATH}`);
-  if (entry.size > MAX_MANIFEST_BYTES) {
-    throw new ArchiveManifestError(
-      `${source.location}: ${MANIFEST_PATH} is ${entry.size} bytes, over ${MAX_MANIFEST_BYTES}`,
-    );
-  }
-  return parseManifest((await source.readFile(MANIFEST_PATH)).toString('utf8'), source.location);
 }
 
 /**

@@ -1,15 +1,13 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import ort from 'onnxruntime-node';
 import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { reconcileWithModel } from '../config/reconcile.js';
 import { UsageError } from '../errors.js';
-import { allocateTensorData, ortTypeOf } from '../runtime/datatypes.js';
 import { createSession, readSignature } from '../runtime/session.js';
-import type { TensorMap } from '../runtime/tensors.js';
+import { syntheticFeeds, type TensorMap } from '../runtime/tensors.js';
 import type { TensorSpec } from '../config/model-config.js';
 
 export interface InProcessOptions {
@@ -79,17 +77,12 @@ export async function measureInProcess(archivePath: string, options: InProcessOp
   }
 }
 
+/** Random values in the float inputs, so timing is not flattered by all-zero data. */
 function randomFeeds(inputs: readonly TensorSpec[], batchSize: number): TensorMap {
-  const feeds: TensorMap = {};
-  for (const input of inputs) {
-    const dims = input.shape.map((dim, axis) => (axis === 0 ? batchSize : dim === -1 ? 1 : dim));
-    const type = ortTypeOf(input.datatype);
-    const data = allocateTensorData(
-      type,
-      dims.reduce((a, b) => a * b, 1),
-    );
+  const feeds = syntheticFeeds(inputs, batchSize);
+  for (const tensor of Object.values(feeds)) {
+    const data = tensor.data;
     if (data instanceof Float32Array) for (let i = 0; i < data.length; i++) data[i] = Math.random();
-    feeds[input.name] = new ort.Tensor(type, data, dims);
   }
   return feeds;
 }

@@ -8,6 +8,8 @@ import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { ModelLoadError, UsageError } from '../errors.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
+import type { ApiAddresses } from '../server/server.js';
+import { parseStartupUrls } from '../server/startup-block.js';
 import type { ServerPoint } from './report-types.js';
 
 /** The server a bench drives: it can be put into a sweep point and asked for statistics. */
@@ -194,16 +196,15 @@ export class ArchiveTarget implements BenchTarget {
 }
 
 /** Reads the start-up block of a `serve` child for the URLs it listens on. */
-function startupUrls(child: ChildProcess): Promise<{ inference: string; management: string }> {
+function startupUrls(child: ChildProcess): Promise<ApiAddresses> {
   return new Promise((resolve, reject) => {
     let stdout = '';
     let stderr = '';
     child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      if (!stdout.includes('  models\n')) return;
-      const url = (name: string): string => new RegExp(`${name}\\s+(http://\\S+)`).exec(stdout)?.[1] ?? '';
-      resolve({ inference: url('inference'), management: url('management') });
+      const urls = parseStartupUrls(stdout);
+      if (urls) resolve(urls);
     });
     child.once('exit', (code) => {
       const line = stderr.trim().split('\n').at(-1) ?? '';

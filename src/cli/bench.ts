@@ -1,6 +1,5 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import ora from 'ora';
-import { parseDuration } from '../config/schema-kit.js';
 import { BenchGateError, UsageError } from '../errors.js';
 import { checkGate, parseFailOn, parseRegression } from '../bench/gate.js';
 import { measureInProcess, powersOfTwoUpTo } from '../bench/in-process.js';
@@ -11,6 +10,7 @@ import type { BenchReport, LoadLevel, PointResult } from '../bench/report-types.
 import { runSweep, type BatchTimeSample, type SweepProgress } from '../bench/sweep.js';
 import { ArchiveTarget, RemoteTarget, type BenchTarget } from '../bench/targets.js';
 import type { BenchCommandOptions } from './bench-command.js';
+import { durationOption, integerOption } from './options.js';
 
 export async function runBench(archive: string | undefined, options: BenchCommandOptions): Promise<void> {
   if (archive && options.url) throw new UsageError('give either an archive or --url, not both');
@@ -50,11 +50,11 @@ export async function runBench(archive: string | undefined, options: BenchComman
       const windowMs = millis(options.window, '--window');
       const result = await runSweep(target, {
         ...(options.batchSizes ? { batchSizes: integers(options.batchSizes, '--batch-sizes', 0) } : {}),
-        ...(options.delays ? { delaysUs: options.delays.map((delay) => micros(delay, '--delays')) } : {}),
+        ...(options.delays ? { delaysUs: options.delays.map((delay) => durationOption(delay, '--delays')) } : {}),
         ...(options.instances ? { instances: integers(options.instances, '--instances', 1) } : {}),
         levels,
         protocol: options.protocol,
-        clientBatch: integer(options.clientBatch, '--client-batch', 1),
+        clientBatch: integerOption(options.clientBatch, '--client-batch', 1),
         ...(options.input ? { inputFile: options.input } : {}),
         load: {
           warmupMs: millis(options.warmup, '--warmup'),
@@ -63,8 +63,8 @@ export async function runBench(archive: string | undefined, options: BenchComman
           maxWindows: Math.max(3, Math.ceil(millis(options.duration, '--duration') / windowMs)),
           stabilityPct: parseRegression(options.stability),
           requestTimeoutMs: 60_000,
-          workers: integer(options.workers, '--workers', 1),
-          ...(options.requests ? { maxRequests: integer(options.requests, '--requests', 1) } : {}),
+          workers: integerOption(options.workers, '--workers', 1),
+          ...(options.requests ? { maxRequests: integerOption(options.requests, '--requests', 1) } : {}),
         },
         onProgress: (progress) => (spinner.text = progressText(progress)),
       });
@@ -146,23 +146,10 @@ function progressText({ server, level, pointIndex, pointCount, throughput, p99Ms
   return `[${pointIndex + 1}/${pointCount}] B=${server.maxBatchSize} delay ${server.maxQueueDelayUs} µs ×${server.instances}, ${load}${live}`;
 }
 
-function integer(value: string, flag: string, min: number): number {
-  const number = Number(value);
-  if (!Number.isSafeInteger(number) || number < min)
-    throw new UsageError(`${flag}: expected an integer ≥ ${min}, got "${value}"`);
-  return number;
-}
-
 function integers(values: readonly string[], flag: string, min: number): number[] {
-  return values.map((value) => integer(value, flag, min));
-}
-
-function micros(value: string, flag: string): number {
-  const parsed = parseDuration(/^\d+$/.test(value) ? Number(value) : value);
-  if (parsed === undefined) throw new UsageError(`${flag}: expected a duration such as 0, 500us, 2ms, got "${value}"`);
-  return parsed;
+  return values.map((value) => integerOption(value, flag, min));
 }
 
 function millis(value: string, flag: string): number {
-  return micros(value, flag) / 1000;
+  return durationOption(value, flag) / 1000;
 }

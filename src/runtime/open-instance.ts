@@ -1,12 +1,11 @@
-import ort from 'onnxruntime-node';
+import type ort from 'onnxruntime-node';
 import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
 import { reconcileWithModel } from '../config/reconcile.js';
 import { loadHandler } from '../handlers/load.js';
 import { createHandlerContext } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
-import { allocateTensorData, ortTypeOf } from './datatypes.js';
 import { createDeviceSession, readSignature } from './session.js';
-import type { TensorMap } from './tensors.js';
+import { syntheticFeeds } from './tensors.js';
 
 /** Everything one instance needs, as plain data so it can cross into a worker thread. */
 export interface InstanceSpec {
@@ -68,13 +67,7 @@ export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> 
 async function warmUp(session: ort.InferenceSession, config: CompleteModelConfig): Promise<void> {
   const sizes = config.max_batch_size > 0 ? [...new Set([1, ...config.dynamic_batching.preferred_batch_sizes])] : [0];
   for (const size of sizes) {
-    const feeds: TensorMap = {};
-    for (const input of config.inputs) {
-      const dims = input.shape.map((dim, axis) => (axis === 0 && size > 0 ? size : dim === -1 ? 1 : dim));
-      const type = ortTypeOf(input.datatype);
-      const length = dims.reduce((a, b) => a * b, 1);
-      feeds[input.name] = new ort.Tensor(type, allocateTensorData(type, length), dims);
-    }
+    const feeds = syntheticFeeds(config.inputs, size > 0 ? size : undefined);
     await session.run(feeds);
   }
 }

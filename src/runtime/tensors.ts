@@ -1,7 +1,7 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../errors.js';
 import type { TensorSpec } from '../config/model-config.js';
-import { datatypeOfOrtType } from './datatypes.js';
+import { allocateTensorData, datatypeOfOrtType, ortTypeOf } from './datatypes.js';
 
 export type TensorMap = Record<string, ort.Tensor>;
 type TensorData = ort.Tensor['data'];
@@ -144,4 +144,27 @@ function allocateLike(data: TensorData, length: number): TensorData {
   if (Array.isArray(data)) return new Array<string>(length);
   const Constructor = data.constructor as new (length: number) => Exclude<TensorData, string[]>;
   return new Constructor(length);
+}
+
+/**
+ * Zero-filled inputs of the served shapes, for warm-up and in-process timing: the batch
+ * dimension becomes `batchSize` (left as is when undefined), other variable dimensions 1.
+ */
+export function syntheticFeeds(inputs: readonly TensorSpec[], batchSize: number | undefined): TensorMap {
+  const feeds: TensorMap = {};
+  for (const input of inputs) {
+    const dims = input.shape.map((dim, axis) =>
+      axis === 0 && batchSize !== undefined ? batchSize : dim === -1 ? 1 : dim,
+    );
+    const type = ortTypeOf(input.datatype);
+    feeds[input.name] = new ort.Tensor(
+      type,
+      allocateTensorData(
+        type,
+        dims.reduce((a, b) => a * b, 1),
+      ),
+      dims,
+    );
+  }
+  return feeds;
 }

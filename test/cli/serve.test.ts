@@ -4,6 +4,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ApiAddresses } from '../../src/server/server.js';
+import { parseStartupUrls } from '../../src/server/startup-block.js';
 import { affine, affineRequest, call, packAffine } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 
@@ -11,7 +13,7 @@ const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url)
 
 interface Served {
   child: ChildProcess;
-  urls: Record<string, string>;
+  urls: ApiAddresses;
   stderr: () => string;
   exit: Promise<number | null>;
 }
@@ -29,17 +31,14 @@ async function serve(args: string[]): Promise<Served> {
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exit = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
-  await new Promise<void>((ready, fail) => {
+  const urls = await new Promise<ApiAddresses>((ready, fail) => {
     child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      if (stdout.includes('  models\n')) ready();
+      const parsed = parseStartupUrls(stdout);
+      if (parsed) ready(parsed);
     });
     void exit.then((code) => fail(new Error(`serve exited with ${code}: ${stderr}`)));
   });
-  const urls: Record<string, string> = {};
-  for (const name of ['inference', 'management', 'metrics']) {
-    urls[name] = new RegExp(`${name}\\s+(http://[\\d.:]+)`).exec(stdout)?.[1] ?? '';
-  }
   return { child, urls, stderr: () => stderr, exit };
 }
 
