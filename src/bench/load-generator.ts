@@ -28,6 +28,8 @@ import type { LatencySummary, LoadLevel } from './report-types.js';
 export interface LoadOptions {
   readonly level: LoadLevel;
   /** Sent but not measured: connections open, the server warms up. */
+  /** Called once the warm-up ends, before measuring: e.g. to read the server's statistics. */
+  readonly onMeasureStart?: () => Promise<void>;
   readonly warmupMs: number;
   readonly windowMs: number;
   readonly minWindows: number;
@@ -125,6 +127,7 @@ async function measure(engines: EngineHandle[], rowsPerRequest: number, options:
     ? Promise.all(engines.map((engine) => engine.finished)).then(() => true)
     : new Promise<boolean>(() => undefined);
   await sleep(options.warmupMs);
+  await options.onMeasureStart?.();
   await Promise.all(engines.map((engine) => engine.snapshot()));
 
   const total = newHistogram();

@@ -12,7 +12,7 @@ export interface SweepOptions {
   readonly delaysUs?: readonly number[];
   readonly instances?: readonly number[];
   readonly levels: readonly LoadLevel[];
-  readonly load: Omit<LoadOptions, 'level' | 'onWindow'>;
+  readonly load: Omit<LoadOptions, 'level' | 'onWindow' | 'onMeasureStart'>;
   readonly protocol: Protocol;
   readonly clientBatch: number;
   readonly inputFile?: string;
@@ -71,10 +71,14 @@ export async function runSweep(target: BenchTarget, options: SweepOptions): Prom
     for (const level of options.levels) {
       const progress = { server, level, pointIndex: points.length, pointCount };
       options.onProgress?.(progress);
-      const before = await target.stats();
+      // Read after the warm-up, so the server-side figures exclude it like the client's do.
+      let before = await target.stats();
       const result = await runLoad(target.inferenceUrl, payload, {
         ...options.load,
         level,
+        onMeasureStart: async () => {
+          before = await target.stats();
+        },
         onWindow: ({ throughput, p99Ms }) => options.onProgress?.({ ...progress, throughput, p99Ms }),
       });
       const after = await target.stats();
