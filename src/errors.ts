@@ -138,6 +138,23 @@ export class ModelConflictError extends BatchserveError {
   override readonly httpStatus = 409;
 }
 
+/** The model's `version_policy` does not keep the version being loaded. */
+export class VersionPolicyError extends BatchserveError {
+  override readonly code = 'BS_ERR_VERSION_POLICY';
+  override readonly httpStatus = 409;
+}
+
+/** A canary is running where none may be, or none is running where one must be. */
+export class CanaryConflictError extends BatchserveError {
+  override readonly code = 'BS_ERR_CANARY_CONFLICT';
+  override readonly httpStatus = 409;
+}
+
+export class CanaryNotFoundError extends BatchserveError {
+  override readonly code = 'BS_ERR_CANARY_NOT_FOUND';
+  override readonly httpStatus = 404;
+}
+
 export class ModelNotReadyError extends BatchserveError {
   override readonly code = 'BS_ERR_MODEL_NOT_READY';
   override readonly httpStatus = 503;
@@ -205,6 +222,14 @@ export class ForbiddenError extends BatchserveError {
   override readonly httpStatus = 403;
 }
 
+// --- management clients ----------------------------------------------------
+
+/** A CLI command's call to the management API failed: unreachable, or answered with an error. */
+export class ManagementCallError extends BatchserveError {
+  override readonly code = 'BS_ERR_MANAGEMENT_CALL';
+  override readonly httpStatus = 502;
+}
+
 // --- bench -----------------------------------------------------------------
 
 /** `bench --fail-on` or `--baseline` found violations; the message lists each. */
@@ -235,6 +260,9 @@ export const errorClasses = [
   InferenceInputError,
   ModelNotFoundError,
   ModelConflictError,
+  VersionPolicyError,
+  CanaryConflictError,
+  CanaryNotFoundError,
   ModelNotReadyError,
   BatchTooLargeError,
   QueueFullError,
@@ -247,5 +275,6 @@ export const errorClasses = [
   UnsupportedMediaTypeError,
   UnauthorizedError,
   ForbiddenError,
+  ManagementCallError,
   BenchGateError,
 ] as const;

@@ -40,6 +40,7 @@ function collectRows(spec: FieldSpec, path: string, rows: string[]): void {
   }
   rows.push(row(path, spec));
   if (spec.kind === 'array' && spec.items.kind === 'object') collectRows(spec.items, `${path}[]`, rows);
+  if (spec.kind === 'map' && spec.values.kind === 'object') collectRows(spec.values, `${path}.<${spec.keyHint}>`, rows);
 }
 
 function row(path: string, spec: FieldSpec): string {
@@ -55,6 +56,8 @@ function typeName(spec: FieldSpec): string {
       return spec.items.kind === 'object' ? 'list of mappings' : `list of ${typeName(spec.items)}`;
     case 'object':
       return 'mapping';
+    case 'map':
+      return `mapping of ${spec.keyHint} → ${spec.values.kind === 'object' ? 'mapping' : typeName(spec.values)}`;
     case 'duration':
       return 'duration';
     default:

@@ -11,7 +11,8 @@ export type FieldSpec =
   | { kind: 'enum'; description: string; default?: string; values: readonly string[] }
   | { kind: 'duration'; description: string; default?: number }
   | { kind: 'array'; description: string; default?: readonly unknown[]; items: FieldSpec; minItems?: number }
-  | { kind: 'object'; description: string; fields: Readonly<Record<string, FieldSpec>>; optional?: boolean };
+  | { kind: 'object'; description: string; fields: Readonly<Record<string, FieldSpec>>; optional?: boolean }
+  | { kind: 'map'; description: string; keyHint: string; values: FieldSpec; keyPattern?: RegExp };
 
 const DURATION_UNITS_US: Record<string, number> = { us: 1, µs: 1, ms: 1_000, s: 1_000_000, m: 60_000_000 };
 const DURATION = /^(\d+(?:\.\d+)?)\s*(us|µs|ms|s|m)$/;
@@ -54,7 +55,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 export function validateField(spec: FieldSpec, value: unknown, path: string, problems: string[]): unknown {
   if (value === undefined) {
     if (spec.kind === 'object' && !spec.optional) return validateField(spec, {}, path, problems);
-    return spec.kind === 'object' ? undefined : spec.default;
+    return spec.kind === 'object' || spec.kind === 'map' ? undefined : spec.default;
   }
   const got = `got ${describeValue(value)}`;
   switch (spec.kind) {
@@ -117,6 +118,21 @@ export function validateField(spec: FieldSpec, value: unknown, path: string, pro
       }
       for (const [key, field] of Object.entries(spec.fields)) {
         const checked = validateField(field, value[key], joinPath(path, key), problems);
+        if (checked !== undefined) result[key] = checked;
+      }
+      return result;
+    }
+    case 'map': {
+      if (!isPlainObject(value)) {
+        problems.push(`${path}: expected a mapping of ${spec.keyHint}, ${got}`);
+        return undefined;
+      }
+      const result: Record<string, unknown> = {};
+      for (const [key, item] of Object.entries(value)) {
+        if (spec.keyPattern && !spec.keyPattern.test(key)) {
+          problems.push(`${joinPath(path, key)}: expected a key that is ${spec.keyHint}`);
+        }
+        const checked = validateField(spec.values, item, joinPath(path, key), problems);
         if (checked !== undefined) result[key] = checked;
       }
       return result;

@@ -98,6 +98,28 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly #shadowRequests = new Counter({
+    name: 'batchserve_shadow_requests_total',
+    help: 'Requests mirrored to a shadow version, by outcome: agree, disagree (answers differ) or failed (the shadow erred), in requests.',
+    labelNames: ['model', 'version', 'result'],
+    registers: [this.registry],
+  });
+  readonly #shadowDuration = new Histogram({
+    name: 'batchserve_shadow_duration_seconds',
+    help: 'Time a shadow version took to answer a mirrored request, in seconds.',
+    labelNames: ['model', 'version'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #shadowAgreement = new Gauge({
+    name: 'batchserve_shadow_agreement_ratio',
+    help: 'Share of compared shadow answers that agreed with the serving version since the server started, in ratio.',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
+  /** model → version → [agreed, compared], for the agreement gauge. */
+  readonly #shadowCounts = new Map<string, Map<string, [number, number]>>();
+
   /** model → version → series; nested so a lookup builds no key string. */
   readonly #series = new Map<string, Map<string, ModelSeries>>();
 
@@ -165,6 +187,23 @@ export class ServerMetrics {
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
     versions.delete(version);
     if (versions.size === 0) this.#series.delete(model);
+  }
+
+  /** One mirrored request: whether the shadow `version` agreed with the serving version, and how long it took. */
+  shadowCompared(model: string, version: string, result: 'agree' | 'disagree' | 'failed', seconds: number): void {
+    this.#shadowRequests.labels(model, version, result).inc();
+    if (result === 'failed') return;
+    this.#shadowDuration.labels(model, version).observe(seconds);
+    let versions = this.#shadowCounts.get(model);
+    if (versions === undefined) {
+      versions = new Map();
+      this.#shadowCounts.set(model, versions);
+    }
+    const counts = versions.get(version) ?? [0, 0];
+    counts[0] += result === 'agree' ? 1 : 0;
+    counts[1] += 1;
+    versions.set(version, counts);
+    this.#shadowAgreement.labels(model, version).set(counts[0] / counts[1]);
   }
 
   /** The exposition text; serialization happens here, on scrape, never on the hot path. */

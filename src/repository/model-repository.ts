@@ -1,9 +1,11 @@
-import { readdir, stat } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { ModelConflictError, ModelNotFoundError } from '../errors.js';
+import { resolve } from 'node:path';
+import { ModelConflictError, ModelNotFoundError, VersionPolicyError } from '../errors.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
+import type { ModelPolicy, VersionPolicy } from '../traffic/traffic-policy.js';
 import { loadModelArchive } from './load-archive.js';
 import type { LoadedModel } from './loaded-model.js';
+import { readArchiveIdentity, readStoreCatalog, type StoreCatalog } from './store-catalog.js';
+import { compareVersions, describeVersionPolicy, selectVersions } from './version-policy.js';
 
 export interface RepositoryOptions {
   readonly workRoot: string;
@@ -12,6 +14,8 @@ export interface RepositoryOptions {
   readonly modelStore?: string;
   /** Overrides every model's device. */
   readonly device?: string;
+  /** Per model name; its `version_policy` decides which versions may be loaded. */
+  readonly policies?: Readonly<Record<string, ModelPolicy>>;
 }
 
 export interface RepositoryIndexEntry {
@@ -20,9 +24,6 @@ export interface RepositoryIndexEntry {
   readonly state: 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
   readonly reason?: string;
 }
-
-/** Versions compare as numbers where they are numbers: 10 comes after 9. */
-const compareVersions = (a: string, b: string): number => a.localeCompare(b, 'en', { numeric: true });
 
 /** The loaded models by name and version, and which version answers when none is named. */
 export class ModelRepository {
@@ -37,10 +38,26 @@ export class ModelRepository {
     return this.options.modelStore;
   }
 
-  async load(archivePath: string, overrides: { version?: string; device?: string } = {}): Promise<LoadedModel> {
+  versionPolicy(name: string): VersionPolicy | undefined {
+    return this.options.policies?.[name]?.version_policy;
+  }
+
+  /**
+   * Loads an archive as a new version of its model. The manifest is read first, so a version
+   * the policy refuses or one already loaded costs no extraction. Under `latest: N`, versions
+   * that fall out of the N highest are drained and unloaded before this resolves.
+   * `keepDefault` (loads while serving): the model's current default stays the default, so a
+   * new version takes traffic only when told to, never by merely being loaded.
+   */
+  async load(
+    archivePath: string,
+    overrides: { version?: string; device?: string; keepDefault?: boolean } = {},
+  ): Promise<LoadedModel> {
     const key = resolve(archivePath);
     this.loading.add(key);
     try {
+      const identity = await readArchiveIdentity(archivePath);
+      this.admit(identity.name, overrides.version ?? identity.version);
       const device = overrides.device ?? this.options.device;
       const model = await loadModelArchive(archivePath, {
         workRoot: this.options.workRoot,
@@ -53,9 +70,12 @@ export class ModelRepository {
         await model.unload();
         throw new ModelConflictError(`model ${model.name} version ${model.version} is already loaded`);
       }
+      const current = this.defaultVersion(model.name);
+      if (overrides.keepDefault && current !== undefined) this.defaults.set(model.name, current);
       versions.set(model.version, model);
       this.models.set(model.name, versions);
-      this.failures.delete(model.name);
+      await this.applyLatest(model);
+      this.failures.delete(key);
       return model;
     } catch (error) {
       this.failures.set(key, error instanceof Error ? error.message : String(error));
@@ -65,34 +85,66 @@ export class ModelRepository {
     }
   }
 
-  /** The archive in the model store for a model name: `<name>.mar` or a `<name>/` folder. */
-  async storeArchive(name: string): Promise<string> {
-    const store = this.options.modelStore;
-    if (store) {
-      for (const candidate of [join(store, `${name}.mar`), join(store, name)]) {
-        if (await stat(candidate).catch(() => undefined)) return candidate;
-      }
-    }
-    throw new ModelNotFoundError(
-      store
-        ? `no archive for model "${name}" in the model store ${store}`
-        : 'the server has no model store (--model-store)',
+  /** Refuses a version before it is loaded: already loaded, or not kept by the policy. */
+  private admit(name: string, version: string): void {
+    const loaded = [...(this.models.get(name)?.keys() ?? [])];
+    if (loaded.includes(version)) throw new ModelConflictError(`model ${name} version ${version} is already loaded`);
+    const policy = this.versionPolicy(name);
+    if (selectVersions(policy, [...loaded, version]).kept.includes(version)) return;
+    const newer = policy?.latest === undefined ? '' : ` (loaded: ${loaded.sort(compareVersions).join(', ')})`;
+    throw new VersionPolicyError(
+      `model ${name} keeps versions (${describeVersionPolicy(policy)}); version ${version} is refused${newer}`,
     );
   }
 
-  /** Every archive in the model store: `.mar` files and archive folders. */
-  async storeArchives(): Promise<string[]> {
-    const store = this.options.modelStore;
-    if (!store) return [];
-    const entries = await readdir(store, { withFileTypes: true });
-    const archives: string[] = [];
-    for (const entry of entries) {
-      if (entry.isFile() && entry.name.endsWith('.mar')) archives.push(join(store, entry.name));
-      if (entry.isDirectory() && (await stat(join(store, entry.name, 'MAR-INF')).catch(() => undefined))) {
-        archives.push(join(store, entry.name));
-      }
+  /** Drains and unloads what a `latest` policy no longer keeps, the new model too if loads raced. */
+  private async applyLatest(model: LoadedModel): Promise<void> {
+    const policy = this.versionPolicy(model.name);
+    if (policy?.latest === undefined) return;
+    const { excluded } = selectVersions(policy, this.models.get(model.name)?.keys() ?? []);
+    await Promise.all(excluded.map((version) => this.unload(model.name, version)));
+    if (excluded.includes(model.version)) {
+      throw new VersionPolicyError(
+        `model ${model.name} keeps versions (${describeVersionPolicy(policy)}); version ${model.version} is refused: newer versions loaded meanwhile`,
+      );
     }
-    return archives.sort();
+  }
+
+  /** The model store's archives by manifest; empty without a store. */
+  async storeCatalog(): Promise<StoreCatalog> {
+    const store = this.options.modelStore;
+    if (!store) return { archives: [], unreadable: [] };
+    const catalog = await readStoreCatalog(store);
+    for (const { path, error } of catalog.unreadable) this.failures.set(resolve(path), error.message);
+    return catalog;
+  }
+
+  /**
+   * Loads, lowest first, every version of a model that the store offers, the policy keeps and
+   * is not loaded yet. ModelNotFoundError when the store has none and none is loaded.
+   */
+  async loadFromStore(name: string): Promise<LoadedModel[]> {
+    const offered = (await this.storeCatalog()).archives.filter((archive) => archive.name === name);
+    if (offered.length === 0) {
+      if (this.has(name)) return [];
+      const store = this.options.modelStore;
+      throw new ModelNotFoundError(
+        store
+          ? `no archive of model "${name}" in the model store ${store}`
+          : 'the server has no model store (--model-store)',
+      );
+    }
+    const loaded = new Set(this.models.get(name)?.keys());
+    const { kept } = selectVersions(this.versionPolicy(name), [
+      ...loaded,
+      ...offered.map((archive) => archive.version),
+    ]);
+    const added: LoadedModel[] = [];
+    for (const version of kept) {
+      const archive = offered.find((candidate) => candidate.version === version);
+      if (archive && !loaded.has(version)) added.push(await this.load(archive.path, { keepDefault: loaded.size > 0 }));
+    }
+    return added;
   }
 
   /** A loaded version, or the default one when `version` is undefined. */
@@ -125,14 +177,35 @@ export class ModelRepository {
     return [...this.models.keys()].filter((name) => this.has(name)).sort();
   }
 
+  /** A loaded version, or undefined; for routing, which must not throw on a version gone meanwhile. */
+  peek(name: string, version: string): LoadedModel | undefined {
+    return this.models.get(name)?.get(version);
+  }
+
+  /**
+   * The version that answers when none is named: the chosen default while it is ready, else
+   * the highest ready one, so requests never land on a version that is draining away.
+   */
   defaultVersion(name: string): string | undefined {
+    const versions = this.models.get(name);
     const chosen = this.defaults.get(name);
-    if (chosen !== undefined && this.models.get(name)?.has(chosen)) return chosen;
-    return this.versions(name).at(-1)?.version;
+    if (chosen !== undefined && versions?.get(chosen)?.state === 'ready') return chosen;
+    const loaded = this.versions(name);
+    return (loaded.findLast((model) => model.state === 'ready') ?? loaded.at(-1))?.version;
+  }
+
+  /** The default chosen with set-default, whether or not it is loaded now. */
+  chosenDefault(name: string): string | undefined {
+    return this.defaults.get(name);
   }
 
   setDefault(name: string, version: string): void {
     this.get(name, version);
+    this.defaults.set(name, version);
+  }
+
+  /** A default from config or saved state; it applies whenever that version is loaded. */
+  chooseDefault(name: string, version: string): void {
     this.defaults.set(name, version);
   }
 
@@ -159,24 +232,32 @@ export class ModelRepository {
     return this.loading.size === 0 && this.list().every((model) => model.state === 'ready');
   }
 
-  /** Triton's repository index: the store's archives and every loaded version, with their state. */
+  /** Triton's repository index: every loaded version and the store's other archives, with their state. */
   async index(): Promise<RepositoryIndexEntry[]> {
-    const entries: RepositoryIndexEntry[] = this.list().map((model) => ({
+    const loaded = this.list();
+    const entries: RepositoryIndexEntry[] = loaded.map((model) => ({
       name: model.name,
       version: model.version,
       state: model.state === 'ready' ? 'READY' : 'UNLOADING',
     }));
-    const loadedArchives = new Set(this.list().map((model) => resolve(model.archivePath)));
-    for (const archive of await this.storeArchives()) {
-      if (loadedArchives.has(resolve(archive))) continue;
-      const name = archive.slice(archive.lastIndexOf('/') + 1).replace(/\.mar$/, '');
-      const failure = this.failures.get(resolve(archive));
-      entries.push({
-        name,
-        state: this.loading.has(resolve(archive)) ? 'LOADING' : 'UNAVAILABLE',
-        ...(failure ? { reason: failure } : {}),
-      });
+    const loadedArchives = new Set(loaded.map((model) => resolve(model.archivePath)));
+    const isLoaded = (name: string, version: string): boolean => this.models.get(name)?.has(version) ?? false;
+    const { archives, unreadable } = await this.storeCatalog();
+    for (const { path, name, version } of archives) {
+      if (loadedArchives.has(resolve(path)) || isLoaded(name, version)) continue;
+      entries.push({ name, version, ...this.storeState(path) });
     }
-    return entries.sort((a, b) => a.name.localeCompare(b.name));
+    for (const { path } of unreadable) {
+      entries.push({ name: path.slice(path.lastIndexOf('/') + 1).replace(/\.mar$/, ''), ...this.storeState(path) });
+    }
+    return entries.sort((a, b) => a.name.localeCompare(b.name) || compareVersions(a.version ?? '', b.version ?? ''));
+  }
+
+  private storeState(path: string): Pick<RepositoryIndexEntry, 'state' | 'reason'> {
+    const failure = this.failures.get(resolve(path));
+    return {
+      state: this.loading.has(resolve(path)) ? 'LOADING' : 'UNAVAILABLE',
+      ...(failure ? { reason: failure } : {}),
+    };
   }
 }

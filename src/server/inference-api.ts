@@ -5,6 +5,7 @@ import type { HandlerRequest } from '../handlers/types.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
+import type { TrafficControl } from '../traffic/traffic-control.js';
 import { batchPlacement, checkRequestTensors, isTensorMap, type TensorMap } from '../runtime/tensors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { mediaType, readBody, requireMediaType, sendJson, type Route } from './http.js';
@@ -23,6 +24,7 @@ export const PLATFORM = 'onnxruntime_onnx';
 
 export interface InferenceApiOptions {
   readonly repository: ModelRepository;
+  readonly traffic: TrafficControl;
   readonly maxRequestSize: number;
   /** False while the server drains: readiness fails and new requests get 503. */
   readonly isAccepting: () => boolean;
@@ -38,8 +40,28 @@ const V2_TYPES = ['application/json', 'application/octet-stream'];
 
 /** KServe v2 (with Triton's extensions) and TorchServe's prediction routes, on one port. */
 export function inferenceRoutes(options: InferenceApiOptions): Route[] {
-  const { repository } = options;
+  const { repository, traffic } = options;
   const ready = (model: LoadedModel): boolean => options.isAccepting() && model.state === 'ready';
+  /**
+   * Reads the body, then picks the version in the same tick as the request is queued on it:
+   * a version that starts draining while the body streams in is never picked.
+   */
+  const admit = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    [name, version]: readonly (string | undefined)[],
+    url: URL,
+  ): Promise<{ model: LoadedModel; body: Buffer; routed: boolean }> => {
+    repository.get(name as string, version);
+    const body = await readBody(req, options.maxRequestSize);
+    const model =
+      version === undefined ? traffic.router.route(name as string, req, url) : repository.get(name as string, version);
+    servedModel.set(res, model);
+    // Set before anything can fail, so error answers also say which version they came from.
+    res.setHeader('x-model-version', model.version);
+    requireReady(model, ready(model));
+    return { model, body, routed: version === undefined };
+  };
   return [
     {
       method: 'GET',
@@ -107,12 +129,10 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     {
       method: 'POST',
       path: new RegExp(`^/v2/models/${MODEL}${VERSION}/infer$`),
-      handle: async (req, res, [name, version]) => {
-        const model = repository.get(name as string, version);
-        servedModel.set(res, model);
-        requireReady(model, ready(model));
+      handle: async (req, res, params, url) => {
         requireMediaType(req, V2_TYPES);
-        await inferV2(req, res, model, options.maxRequestSize);
+        const { model, body, routed } = await admit(req, res, params, url);
+        await inferV2(req, res, model, body, routed ? traffic : undefined);
       },
     },
     {
@@ -126,7 +146,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       handle: async (req, res, [name]) => {
         requireMediaType(req, JSON_TYPES);
         await readBody(req, options.maxRequestSize);
-        if (!repository.has(name as string)) await repository.load(await repository.storeArchive(name as string));
+        await repository.loadFromStore(name as string);
         sendJson(res, 200, {});
       },
     },
@@ -150,11 +170,9 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     {
       method: 'POST',
       path: new RegExp(`^/predictions/${MODEL}(?:/([^/]+))?$`),
-      handle: async (req, res, [name, version]) => {
-        const model = repository.get(name as string, version);
-        servedModel.set(res, model);
-        requireReady(model, ready(model));
-        await predict(req, res, model, options.maxRequestSize);
+      handle: async (req, res, params, url) => {
+        const { model, body, routed } = await admit(req, res, params, url);
+        await predict(req, res, model, body, routed ? traffic : undefined);
       },
     },
   ];
@@ -175,8 +193,14 @@ function disconnectSignal(res: ServerResponse): AbortSignal {
   return controller.signal;
 }
 
-async function inferV2(req: IncomingMessage, res: ServerResponse, model: LoadedModel, limit: number): Promise<void> {
-  const body = await readBody(req, limit);
+/** `traffic` is given for requests that named no version: those are mirrored to a shadow. */
+async function inferV2(
+  req: IncomingMessage,
+  res: ServerResponse,
+  model: LoadedModel,
+  body: Buffer,
+  traffic: TrafficControl | undefined,
+): Promise<void> {
   const headerValue = req.headers['inference-header-content-length'];
   const headerLength = headerValue === undefined ? undefined : Number(headerValue);
   if (
@@ -202,14 +226,21 @@ async function inferV2(req: IncomingMessage, res: ServerResponse, model: LoadedM
       );
     }
   }
+  const controls = requestControls(decoded.parameters);
+  const shadowed = traffic?.mirror(model, async (shadow) => {
+    checkRequestTensors(decoded.inputs, shadow.config.inputs);
+    const placement = batchPlacement(decoded.inputs, shadow.config.inputs, shadow.config.max_batch_size > 0);
+    return shadow.infer({ inputs: decoded.inputs }, { ...placement, ...controls });
+  });
   const result = await model.infer(
     { inputs: decoded.inputs },
     {
       ...batchPlacement(decoded.inputs, config.inputs, config.max_batch_size > 0),
-      ...requestControls(decoded.parameters),
+      ...controls,
       signal: disconnectSignal(res),
     },
   );
+  shadowed?.(result.response);
   const tensors = asTensorMap(result.response, model);
   const outputs: ResponseOutput[] = requested.map((output) => ({
     name: output.name,
@@ -227,24 +258,26 @@ async function inferV2(req: IncomingMessage, res: ServerResponse, model: LoadedM
   res.writeHead(200, {
     'content-type': encoded.contentType,
     'content-length': encoded.body.length,
-    'x-model-version': model.version,
     ...(encoded.headerLength !== undefined ? { 'inference-header-content-length': encoded.headerLength } : {}),
   });
   res.end(encoded.body);
 }
 
 /** TorchServe's route: the body goes to the handler as it is (an image, JSON, text). */
-async function predict(req: IncomingMessage, res: ServerResponse, model: LoadedModel, limit: number): Promise<void> {
-  const body = await readBody(req, limit);
+async function predict(
+  req: IncomingMessage,
+  res: ServerResponse,
+  model: LoadedModel,
+  body: Buffer,
+  traffic: TrafficControl | undefined,
+): Promise<void> {
   if (body.length === 0) throw new InferenceInputError('the request body is empty');
   const contentType = mediaType(req);
   const request: HandlerRequest = { body, ...(contentType ? { contentType } : {}) };
-  const result: SubmitResult = await model.infer(request, {
-    rows: 1,
-    shapeKey: `body:${contentType ?? ''}`,
-    signal: disconnectSignal(res),
-  });
-  res.setHeader('x-model-version', model.version);
+  const shapeKey = `body:${contentType ?? ''}`;
+  const shadowed = traffic?.mirror(model, async (shadow) => shadow.infer(request, { rows: 1, shapeKey }));
+  const result: SubmitResult = await model.infer(request, { rows: 1, shapeKey, signal: disconnectSignal(res) });
+  shadowed?.(result.response);
   sendPrediction(res, result.response);
 }
 

@@ -3,11 +3,14 @@ import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { ForbiddenError, UnauthorizedError, UsageError } from '../errors.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
+import type { TrafficControl } from '../traffic/traffic-control.js';
 import { downloadArchive } from './download.js';
 import { sendJson, type Route } from './http.js';
+import { trafficRoutes } from './traffic-api.js';
 
 export interface ManagementOptions {
   readonly repository: ModelRepository;
+  readonly traffic: TrafficControl;
   /** undefined = no authentication (`--no-auth`). */
   readonly token: string | undefined;
   readonly allowedUrls: readonly RegExp[];
@@ -26,6 +29,8 @@ const VERSION = '(?:/([^/]+))?';
 export function managementRoutes(options: ManagementOptions): Route[] {
   const { repository } = options;
   const routes: Route[] = [
+    // Before the generic /models/{m}/{version} routes, which would take "traffic" for a version.
+    ...trafficRoutes(options.traffic),
     {
       method: 'GET',
       path: /^\/models\/?$/,
@@ -48,7 +53,7 @@ export function managementRoutes(options: ManagementOptions): Route[] {
         const source = url.searchParams.get('url');
         if (!source) throw new UsageError('register needs ?url= (an archive in the model store, or an allowed URL)');
         const archive = await resolveArchive(source, options);
-        const model = await repository.load(archive);
+        const model = await repository.load(archive, { keepDefault: true });
         const expectedName = url.searchParams.get('model_name');
         if (expectedName && expectedName !== model.name) {
           await repository.unload(model.name, model.version);
@@ -64,7 +69,7 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       method: 'PUT',
       path: new RegExp(`^/models/${MODEL}/([^/]+)/set-default$`),
       handle: async (_req, res, [name, version]) => {
-        repository.setDefault(name as string, version as string);
+        await options.traffic.setDefault(name as string, version as string);
         sendJson(res, 200, { status: `Default version successfully updated for model "${name}" to "${version}"` });
       },
     },

@@ -2,6 +2,7 @@ import { DEVICE_PATTERN } from '../config/model-config.js';
 import { renderSchemaReference } from '../config/reference.js';
 import { deepFreeze, validateField, type FieldSpec } from '../config/schema-kit.js';
 import { ConfigInvalidError } from '../errors.js';
+import { modelPolicyProblems, modelPolicySpec, type ModelPolicy } from '../traffic/traffic-policy.js';
 
 const port = (defaultPort: number, what: string): FieldSpec => ({
   kind: 'integer',
@@ -75,6 +76,18 @@ export const serverConfigSchema = {
       items: { kind: 'string', description: 'A regular expression.' },
       description: 'Remote model URLs the management API may fetch; any other URL is refused.',
     },
+    model_policies: {
+      kind: 'map',
+      keyHint: 'model',
+      values: modelPolicySpec,
+      description: 'Per model name: version policy, default version and traffic (A/B split, sticky key, shadow).',
+    },
+    state_file: {
+      kind: 'string',
+      default: 'batchserve-state.json',
+      description:
+        'Where changes made at run time (default versions, traffic, canaries) are kept, so they survive a restart and win over model_policies; delete it to start from the config again.',
+    },
   },
 } as const satisfies FieldSpec;
 
@@ -92,6 +105,8 @@ export interface ServerConfig {
   readonly device?: string;
   readonly auth: { readonly enabled: boolean; readonly token?: string; readonly key_file: string };
   readonly allowed_urls: readonly string[];
+  readonly model_policies?: Readonly<Record<string, ModelPolicy>>;
+  readonly state_file: string;
 }
 
 export function validateServerConfig(raw: unknown, source: string): ServerConfig {
@@ -104,6 +119,9 @@ export function validateServerConfig(raw: unknown, source: string): ServerConfig
       problems.push(`allowed_urls[${index}]: not a valid regular expression: ${pattern}`);
     }
   });
+  for (const [name, policy] of Object.entries(config?.model_policies ?? {})) {
+    problems.push(...modelPolicyProblems(policy, `model_policies.${name}`));
+  }
   if (problems.length > 0 || !config) throw new ConfigInvalidError(source, problems);
   return deepFreeze(config);
 }

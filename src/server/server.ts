@@ -8,10 +8,13 @@ import { pino, type Logger } from 'pino';
 import { BatchserveError, UsageError } from '../errors.js';
 import { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelRepository } from '../repository/model-repository.js';
+import { readArchiveIdentity, type ArchiveIdentity } from '../repository/store-catalog.js';
+import { describeVersionPolicy, selectVersions } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
 import { inferenceRoutes, servedModel } from './inference-api.js';
 import { managementRoutes } from './management-api.js';
 import type { ServerConfig } from './server-config.js';
+import { TrafficControl } from '../traffic/traffic-control.js';
 
 export interface StartOptions {
   readonly config: ServerConfig;
@@ -29,6 +32,7 @@ export interface BatchServer {
   readonly urls: ApiAddresses;
   readonly repository: ModelRepository;
   readonly metrics: ServerMetrics;
+  readonly traffic: TrafficControl;
   readonly logger: Logger;
   /** The management token; undefined with auth disabled. */
   readonly token: string | undefined;
@@ -53,11 +57,14 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     metrics,
     ...(config.model_store ? { modelStore: resolve(config.model_store) } : {}),
     ...(config.device ? { device: config.device } : {}),
+    ...(config.model_policies ? { policies: config.model_policies } : {}),
   });
   let accepting = true;
   let inFlight = 0;
   const servers: Server[] = [];
+  let traffic: TrafficControl | undefined;
   const cleanUp = async (): Promise<void> => {
+    traffic?.close();
     await Promise.all(servers.map((server) => closeServer(server)));
     await repository.unloadAll();
     await rm(workRoot, { recursive: true, force: true });
@@ -66,6 +73,14 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   try {
     const { loaded: startupArchives, failures: startupFailures } = await loadStartupModels(config, repository, logger);
     const { token, keyFile } = await managementToken(config, logger);
+    const control = await TrafficControl.open({
+      repository,
+      metrics,
+      logger,
+      policies: config.model_policies ?? {},
+      stateFile: resolve(config.state_file),
+    });
+    traffic = control;
 
     const handle = (routes: readonly Route[]) => (req: IncomingMessage, res: ServerResponse) => {
       const started = process.hrtime.bigint();
@@ -82,7 +97,10 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
           inFlight -= 1;
           const seconds = Number(process.hrtime.bigint() - started) / 1e9;
           const model = servedModel.get(res);
-          if (model) metrics.requestFinished(model.name, model.version, res.statusCode, seconds);
+          if (model) {
+            metrics.requestFinished(model.name, model.version, res.statusCode, seconds);
+            control.requestFinished(model, res.statusCode, seconds);
+          }
           logger.debug(
             { method: req.method, path: url.pathname, status: res.statusCode, ms: seconds * 1e3 },
             'request',
@@ -93,11 +111,13 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
 
     const inference = inferenceRoutes({
       repository,
+      traffic: control,
       maxRequestSize: config.max_request_size,
       isAccepting: () => accepting,
     });
     const management = managementRoutes({
       repository,
+      traffic: control,
       token,
       allowedUrls: config.allowed_urls.map((pattern) => new RegExp(pattern)),
       startupArchives,
@@ -149,6 +169,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       urls,
       repository,
       metrics,
+      traffic: control,
       logger,
       token,
       keyFile,
@@ -172,46 +193,76 @@ export interface StartupFailure {
 }
 
 /**
- * Loads the models named at start. One that fails to load (a missing GPU driver, a bad
- * archive) is logged and listed, and the others serve; only when none loads does start fail.
+ * Loads the models named at start. Manifests are read first so that each model's version
+ * policy sees every version offered; the versions it excludes are skipped. One that fails to
+ * load (a missing GPU driver, a bad archive) is logged and listed, and the others serve; only
+ * when none loads does start fail.
  */
 async function loadStartupModels(
   config: ServerConfig,
   repository: ModelRepository,
   logger: Logger,
 ): Promise<{ loaded: Set<string>; failures: StartupFailure[] }> {
-  const archives: { name?: string; path: string }[] = [];
+  const offered: (ArchiveIdentity & { spec: string })[] = [];
+  const failures: (StartupFailure & { error: unknown })[] = [];
+  const fail = (spec: string, path: string, error: BatchserveError): void => {
+    logger.error({ archive: path, code: error.code, err: error.message }, 'model failed to load; serving the others');
+    failures.push({ spec, message: `${error.message} [${error.code}]`, error });
+  };
   for (const spec of config.models) {
     if (spec === 'all') {
       if (!config.model_store) throw new UsageError('--models all needs --model-store');
-      archives.push(...(await repository.storeArchives()).map((path) => ({ path })));
+      const { archives, unreadable } = await repository.storeCatalog();
+      offered.push(...archives.map((archive) => ({ ...archive, spec: archive.path })));
+      for (const { path, error } of unreadable) fail(path, path, error);
       continue;
     }
     const at = spec.indexOf('=');
-    archives.push({ name: spec.slice(0, at), path: spec.slice(at + 1) });
-  }
-  const loaded = new Set<string>();
-  const failures: (StartupFailure & { error: unknown })[] = [];
-  for (const { name, path } of archives) {
-    let model;
+    const name = spec.slice(0, at);
+    const path = spec.slice(at + 1);
+    let identity;
     try {
-      model = await repository.load(path);
+      identity = await readArchiveIdentity(path);
     } catch (error) {
-      if (error instanceof UsageError || !(error instanceof BatchserveError)) throw error;
-      logger.error({ archive: path, code: error.code, err: error.message }, 'model failed to load; serving the others');
-      failures.push({
-        spec: name === undefined ? path : `${name}=${path}`,
-        message: `${error.message} [${error.code}]`,
-        error,
-      });
+      fail(spec, path, error as BatchserveError);
       continue;
     }
-    if (name !== undefined && name !== model.name) {
+    if (identity.name !== name) {
       throw new UsageError(
-        `--models ${name}=${path}: the archive holds model "${model.name}"; use ${model.name}=${path}`,
+        `--models ${spec}: the archive holds model "${identity.name}"; use ${identity.name}=${path}`,
       );
     }
-    loaded.add(resolve(path));
+    offered.push({ ...identity, spec });
+  }
+
+  const excluded = new Set<ArchiveIdentity>();
+  for (const name of new Set(offered.map((archive) => archive.name))) {
+    const policy = repository.versionPolicy(name);
+    const versions = offered.filter((archive) => archive.name === name);
+    const selection = selectVersions(
+      policy,
+      versions.map((archive) => archive.version),
+    );
+    for (const archive of versions.filter((candidate) => selection.excluded.includes(candidate.version))) {
+      excluded.add(archive);
+      logger.info(
+        { model: name, version: archive.version, archive: archive.path, policy: describeVersionPolicy(policy) },
+        'skipped by version policy',
+      );
+    }
+  }
+
+  const loaded = new Set<string>();
+  for (const archive of offered.filter((candidate) => !excluded.has(candidate))) {
+    let model;
+    try {
+      model = await repository.load(archive.path);
+    } catch (error) {
+      if (error instanceof UsageError || !(error instanceof BatchserveError)) throw error;
+      fail(archive.spec, archive.path, error);
+      continue;
+    }
+    loaded.add(resolve(archive.path));
     for (const note of model.deviceNotes) logger.info({ model: model.name, version: model.version }, note);
     logger.info({ model: model.name, version: model.version, seconds: model.loadSeconds }, 'model loaded');
   }

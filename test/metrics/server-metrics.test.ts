@@ -42,6 +42,9 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_instances_busy: 'gauge',
     batchserve_instances: 'gauge',
     batchserve_model_load_seconds: 'gauge',
+    batchserve_shadow_requests_total: 'counter',
+    batchserve_shadow_duration_seconds: 'histogram',
+    batchserve_shadow_agreement_ratio: 'gauge',
   });
   for (const family of families.values()) {
     if (family.name.startsWith('batchserve_')) assert.match(family.help ?? '', /^\S.*, in [a-z]+\.$/, family.name);
@@ -230,4 +233,21 @@ test('the strict parser refuses what a scraper could misread', () => {
     [valid.trimEnd(), /end with a newline/],
   ];
   for (const [text, why] of broken) assert.throws(() => parseExposition(text), why);
+});
+
+test('shadow comparisons: counts by outcome, agreement ratio over compared answers only', async () => {
+  const metrics = new ServerMetrics({ collectProcessMetrics: false });
+  for (const result of ['agree', 'agree', 'agree', 'disagree', 'failed'] as const) {
+    metrics.shadowCompared('m', '2', result, 0.001);
+  }
+  const families = await scrape(metrics);
+  const value = (name: string, labels: Record<string, string>): number | undefined =>
+    [...families.values()]
+      .flatMap((family) => family.samples)
+      .find((sample) => sample.name === name && Object.entries(labels).every(([k, v]) => sample.labels[k] === v))
+      ?.value;
+  assert.equal(value('batchserve_shadow_requests_total', { version: '2', result: 'agree' }), 3);
+  assert.equal(value('batchserve_shadow_requests_total', { version: '2', result: 'failed' }), 1);
+  assert.equal(value('batchserve_shadow_agreement_ratio', { model: 'm', version: '2' }), 0.75);
+  assert.equal(value('batchserve_shadow_duration_seconds_count', { model: 'm', version: '2' }), 4);
 });

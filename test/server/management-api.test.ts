@@ -95,7 +95,13 @@ test('register from the model store, versions and the default, unregister; remot
   assert.equal((await call(`${base}/models?url=affine-v2.mar`, { method: 'POST', headers: AUTH })).status, 200);
   const infer = (path: string): Promise<{ body: { model_version: string } }> =>
     call(`${server.urls.inference}${path}`, { body: affineRequest([[1, 1, 1, 1]]) });
-  assert.equal((await infer('/v2/models/affine/infer')).body.model_version, '2', 'the latest version by default');
+  assert.equal(
+    (await infer('/v2/models/affine/infer')).body.model_version,
+    '1',
+    'a version registered while serving takes no traffic until it is made the default',
+  );
+  assert.equal((await call(`${base}/models/affine/2/set-default`, { method: 'PUT', headers: AUTH })).status, 200);
+  assert.equal((await infer('/v2/models/affine/infer')).body.model_version, '2');
   assert.equal((await call(`${base}/models/affine/1/set-default`, { method: 'PUT', headers: AUTH })).status, 200);
   assert.equal((await infer('/v2/models/affine/infer')).body.model_version, '1');
   const second = await call(`${server.urls.inference}/v2/models/affine/versions/2/infer`, {
@@ -131,7 +137,7 @@ test('the v2 repository extension loads and unloads from the model store', async
   const index = await call(`${base}/v2/repository/index`, { method: 'POST', body: '{}' });
   assert.deepEqual(index.body, [
     { name: 'affine', version: '1', state: 'READY' },
-    { name: 'second', state: 'UNAVAILABLE' },
+    { name: 'second', version: '1', state: 'UNAVAILABLE' },
   ]);
   assert.equal((await call(`${base}/v2/repository/models/second/load`, { method: 'POST', body: '{}' })).status, 200);
   assert.equal((await call(`${base}/v2/models/second/ready`)).status, 200);

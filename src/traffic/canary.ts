@@ -1,0 +1,408 @@
+import type { Logger } from 'pino';
+import { formatDuration, parseDuration } from '../config/schema-kit.js';
+import { CanaryConflictError, CanaryNotFoundError, UsageError } from '../errors.js';
+import type { LoadedModel } from '../repository/loaded-model.js';
+import type { ModelRepository } from '../repository/model-repository.js';
+import type { VersionRouter } from './version-router.js';
+import { VersionWindow, type WindowFigures } from './version-window.js';
+
+/** The guardrails and pace of one canary. */
+export interface CanarySettings {
+  readonly version: string;
+  /** Percent of the model's traffic the candidate gets at each step, rising, at most 100. */
+  readonly steps: readonly number[];
+  /** Microseconds each step lasts before it is judged. */
+  readonly interval: number;
+  /** The candidate's largest share of 5xx answers, 0..1. */
+  readonly max_error_rate: number;
+  /** Microseconds; the candidate's largest p99 latency, when set. */
+  readonly max_p99?: number;
+  /** Requests the candidate must have answered in a step before it may advance. */
+  readonly min_requests: number;
+}
+
+export type CanaryState = 'running' | 'promoted' | 'rolled_back';
+
+export interface CanaryEvent {
+  readonly at: string;
+  readonly event: 'started' | 'advanced' | 'held' | 'promoted' | 'rolled_back' | 'resumed';
+  /** The candidate's percent of traffic after the event. */
+  readonly weight: number;
+  readonly reason?: string;
+  readonly candidate?: WindowFigures;
+  readonly stable?: WindowFigures;
+}
+
+/** A canary as it is persisted: enough to resume it after a restart. */
+export interface CanaryRecord {
+  readonly model: string;
+  readonly stable: string;
+  readonly candidate: string;
+  readonly settings: CanarySettings;
+  state: CanaryState;
+  /** Index into settings.steps. */
+  step: number;
+  readonly started_at: string;
+  step_started_at: string;
+  ended_at?: string;
+  reason?: string;
+  history: CanaryEvent[];
+}
+
+export interface CanaryStatus {
+  readonly model: string;
+  readonly state: CanaryState;
+  readonly stable: string;
+  readonly candidate: string;
+  /** 1-based, of `steps.length`. */
+  readonly step: number;
+  readonly steps: readonly number[];
+  readonly weight: number;
+  readonly interval: string;
+  readonly max_error_rate: string;
+  readonly max_p99: string | null;
+  readonly min_requests: number;
+  readonly started_at: string;
+  readonly step_started_at: string;
+  readonly next_check_at: string | null;
+  readonly ended_at: string | null;
+  readonly reason: string | null;
+  /** This step's figures so far, per version; empty once the canary ended. */
+  readonly live: Readonly<Record<string, WindowFigures>>;
+  readonly history: readonly CanaryEvent[];
+}
+
+export const DEFAULT_CANARY = {
+  steps: [5, 20, 50, 100],
+  interval: 60_000_000,
+  max_error_rate: 0.01,
+  min_requests: 10,
+} as const;
+
+/** Keeps the history readable and the state file small on a canary that holds for days. */
+const HISTORY_LIMIT = 200;
+
+interface RunningCanary {
+  readonly record: CanaryRecord;
+  readonly stable: VersionWindow;
+  readonly candidate: VersionWindow;
+  readonly timer: NodeJS.Timeout;
+}
+
+export interface CanaryDependencies {
+  readonly repository: ModelRepository;
+  readonly router: VersionRouter;
+  /** Called after every change of a canary, to persist it. */
+  readonly changed: () => void;
+  readonly logger: Logger;
+}
+
+/**
+ * Moves a model's traffic to a candidate version step by step, judging each step by the
+ * candidate's error rate and p99 against its guardrails, and rolls back to 100 % stable at
+ * the first breach. A breach needs no minimum of requests — a canary errs on the safe side —
+ * while advancing needs `min_requests`, so a quiet step holds rather than passes unseen.
+ */
+export class CanaryController {
+  readonly #records = new Map<string, CanaryRecord>();
+  readonly #running = new Map<string, RunningCanary>();
+
+  constructor(private readonly deps: CanaryDependencies) {}
+
+  /** Every canary, running or ended, for persisting. */
+  records(): CanaryRecord[] {
+    return [...this.#records.values()];
+  }
+
+  isRunning(name: string): boolean {
+    return this.#running.has(name);
+  }
+
+  /** Takes canaries back from the state file; running ones resume at their step with a fresh window. */
+  restore(record: CanaryRecord): void {
+    this.#records.set(record.model, record);
+    if (record.state !== 'running') return;
+    record.step_started_at = new Date().toISOString();
+    this.#push(record, { event: 'resumed', reason: 'the server restarted; the step starts over' });
+    this.#run(record);
+  }
+
+  start(name: string, settings: CanarySettings): CanaryStatus {
+    if (this.#running.has(name)) {
+      throw new CanaryConflictError(`model ${name} already has a running canary; promote or roll it back first`);
+    }
+    const { repository } = this.deps;
+    const candidate = repository.get(name, settings.version);
+    if (candidate.state !== 'ready')
+      throw new CanaryConflictError(`version ${candidate.version} is ${candidate.state}`);
+    const stable = repository.defaultVersion(name) as string;
+    if (stable === candidate.version) {
+      throw new CanaryConflictError(
+        `version ${stable} already is the default of ${name}; a canary needs another version to compare with`,
+      );
+    }
+    repository.setDefault(name, stable);
+    const now = new Date().toISOString();
+    const record: CanaryRecord = {
+      model: name,
+      stable,
+      candidate: candidate.version,
+      settings,
+      state: 'running',
+      step: 0,
+      started_at: now,
+      step_started_at: now,
+      history: [],
+    };
+    this.#records.set(name, record);
+    this.#push(record, { event: 'started' });
+    this.#run(record);
+    this.deps.logger.info(
+      { model: name, stable, candidate: candidate.version, steps: settings.steps },
+      'canary started',
+    );
+    this.deps.changed();
+    return this.status(name);
+  }
+
+  status(name: string): CanaryStatus {
+    const record = this.#records.get(name);
+    if (!record) throw new CanaryNotFoundError(`model ${name} has no canary`);
+    const running = this.#running.get(name);
+    const { settings } = record;
+    return {
+      model: record.model,
+      state: record.state,
+      stable: record.stable,
+      candidate: record.candidate,
+      step: record.step + 1,
+      steps: settings.steps,
+      weight: weightOf(record),
+      interval: formatDuration(settings.interval),
+      max_error_rate: formatRate(settings.max_error_rate),
+      max_p99: settings.max_p99 === undefined ? null : formatDuration(settings.max_p99),
+      min_requests: settings.min_requests,
+      started_at: record.started_at,
+      step_started_at: record.step_started_at,
+      next_check_at: running ? this.#nextCheck(record) : null,
+      ended_at: record.ended_at ?? null,
+      reason: record.reason ?? null,
+      live: running
+        ? { [record.stable]: running.stable.figures(), [record.candidate]: running.candidate.figures() }
+        : {},
+      history: record.history,
+    };
+  }
+
+  /** Back to 100 % stable at once; the next request already goes there. */
+  rollback(name: string, reason = 'rolled back by request'): CanaryStatus {
+    this.#end(this.#requireRunning(name), 'rolled_back', reason);
+    return this.status(name);
+  }
+
+  /** Ends the canary early: the candidate becomes the default and takes all traffic. */
+  promote(name: string, reason = 'promoted by request'): CanaryStatus {
+    this.#end(this.#requireRunning(name), 'promoted', reason);
+    return this.status(name);
+  }
+
+  /** One finished request of any version; counted when it belongs to a running canary. */
+  requestFinished(model: LoadedModel, status: number, seconds: number): void {
+    const running = this.#running.get(model.name);
+    if (running === undefined) return;
+    if (model.version === running.record.candidate) running.candidate.record(status, seconds);
+    else if (model.version === running.record.stable) running.stable.record(status, seconds);
+  }
+
+  close(): void {
+    for (const running of this.#running.values()) clearInterval(running.timer);
+    this.#running.clear();
+  }
+
+  #requireRunning(name: string): CanaryRecord {
+    const record = this.#records.get(name);
+    if (!record) throw new CanaryNotFoundError(`model ${name} has no canary`);
+    if (record.state !== 'running') {
+      throw new CanaryConflictError(`the canary of ${name} already ended (${record.state.replace('_', ' ')})`);
+    }
+    return record;
+  }
+
+  #run(record: CanaryRecord): void {
+    const timer = setInterval(() => this.#judge(record), Math.max(1, record.settings.interval / 1000));
+    timer.unref();
+    this.#running.set(record.model, { record, stable: new VersionWindow(), candidate: new VersionWindow(), timer });
+    this.#applySplit(record);
+  }
+
+  #judge(record: CanaryRecord): void {
+    const running = this.#running.get(record.model);
+    if (running === undefined) return;
+    const { settings } = record;
+    const candidate = running.candidate.figures();
+    const stable = running.stable.figures();
+    const figures = { candidate, stable };
+    const breach = breachOf(candidate, settings);
+    if (breach !== undefined) {
+      this.#end(record, 'rolled_back', breach, figures);
+      return;
+    }
+    if (candidate.requests < settings.min_requests) {
+      const reason = `${candidate.requests} of the ${settings.min_requests} requests needed to judge the step`;
+      const last = record.history.at(-1);
+      if (last?.event === 'held' && last.weight === weightOf(record)) record.history.pop();
+      this.#push(record, { event: 'held', reason, ...figures });
+      this.deps.changed();
+      return;
+    }
+    if (record.step + 1 >= settings.steps.length) {
+      this.#end(record, 'promoted', 'every step stayed inside the guardrails', figures);
+      return;
+    }
+    record.step += 1;
+    record.step_started_at = new Date().toISOString();
+    running.candidate.reset();
+    running.stable.reset();
+    this.#applySplit(record);
+    this.#push(record, { event: 'advanced', ...figures });
+    this.deps.logger.info({ model: record.model, weight: weightOf(record) }, 'canary advanced');
+    this.deps.changed();
+  }
+
+  #end(
+    record: CanaryRecord,
+    state: 'promoted' | 'rolled_back',
+    reason: string,
+    figures: Pick<CanaryEvent, 'candidate' | 'stable'> = this.#liveFigures(record),
+  ): void {
+    const running = this.#running.get(record.model);
+    if (running) clearInterval(running.timer);
+    this.#running.delete(record.model);
+    record.state = state;
+    record.reason = reason;
+    record.ended_at = new Date().toISOString();
+    const { repository, router } = this.deps;
+    const winner = state === 'promoted' ? record.candidate : record.stable;
+    if (repository.peek(record.model, winner)) repository.setDefault(record.model, winner);
+    router.setCanarySplit(record.model, undefined);
+    this.#push(record, { event: state, reason, ...figures });
+    this.deps.logger[state === 'promoted' ? 'info' : 'warn'](
+      { model: record.model, stable: record.stable, candidate: record.candidate, reason },
+      state === 'promoted' ? 'canary promoted' : 'canary rolled back',
+    );
+    this.deps.changed();
+  }
+
+  #liveFigures(record: CanaryRecord): Pick<CanaryEvent, 'candidate' | 'stable'> {
+    const running = this.#running.get(record.model);
+    return running ? { candidate: running.candidate.figures(), stable: running.stable.figures() } : {};
+  }
+
+  #applySplit(record: CanaryRecord): void {
+    const weight = weightOf(record);
+    this.deps.router.setCanarySplit(record.model, { [record.stable]: 100 - weight, [record.candidate]: weight });
+  }
+
+  #push(record: CanaryRecord, event: Omit<CanaryEvent, 'at' | 'weight'>): void {
+    record.history.push({ at: new Date().toISOString(), weight: weightOf(record), ...event });
+    if (record.history.length > HISTORY_LIMIT) record.history.splice(1, record.history.length - HISTORY_LIMIT);
+  }
+
+  #nextCheck(record: CanaryRecord): string {
+    const started = Date.parse(record.step_started_at);
+    const interval = record.settings.interval / 1000;
+    const elapsed = Math.max(0, Date.now() - started);
+    return new Date(started + (Math.floor(elapsed / interval) + 1) * interval).toISOString();
+  }
+}
+
+function weightOf(record: CanaryRecord): number {
+  if (record.state === 'promoted') return 100;
+  if (record.state === 'rolled_back') return 0;
+  return record.settings.steps[record.step] ?? 100;
+}
+
+function breachOf(candidate: WindowFigures, settings: CanarySettings): string | undefined {
+  if (candidate.requests > 0 && candidate.error_rate > settings.max_error_rate) {
+    return `error rate ${formatRate(candidate.error_rate)} (${candidate.errors} of ${candidate.requests}) above ${formatRate(settings.max_error_rate)}`;
+  }
+  const p99 = candidate.p99_ms;
+  if (settings.max_p99 !== undefined && p99 !== undefined && p99 * 1000 > settings.max_p99) {
+    return `p99 ${p99.toFixed(1)} ms above ${formatDuration(settings.max_p99)}`;
+  }
+  return undefined;
+}
+
+const formatRate = (rate: number): string => `${Number((rate * 100).toPrecision(3))}%`;
+
+/**
+ * A canary request as the management API takes it: `version` and, optionally, `steps` (a list
+ * or "5,20,50,100"), `interval` ("60s"), `max_error_rate` ("0.1%" or a fraction),
+ * `max_p99` ("200ms"), `min_requests`.
+ */
+export function parseCanarySettings(raw: unknown): CanarySettings {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new UsageError('a canary needs a JSON object such as {"version": "2"}');
+  }
+  const body = raw as Record<string, unknown>;
+  const known = ['version', 'steps', 'interval', 'max_error_rate', 'max_p99', 'min_requests'];
+  const unknown = Object.keys(body).filter((key) => !known.includes(key));
+  if (unknown.length > 0)
+    throw new UsageError(`unknown canary key(s) ${unknown.join(', ')} (expected ${known.join(', ')})`);
+  const version = body.version;
+  if (typeof version !== 'string' && typeof version !== 'number') {
+    throw new UsageError('a canary needs "version": the candidate version');
+  }
+  const steps = parseSteps(body.steps ?? DEFAULT_CANARY.steps);
+  const interval = body.interval === undefined ? DEFAULT_CANARY.interval : parseDuration(body.interval);
+  if (interval === undefined || interval < 1000) {
+    throw new UsageError(
+      `interval must be a duration of at least 1ms, such as "60s"; got ${JSON.stringify(body.interval)}`,
+    );
+  }
+  const maxP99 = body.max_p99 === undefined || body.max_p99 === null ? undefined : parseDuration(body.max_p99);
+  if (body.max_p99 !== undefined && body.max_p99 !== null && (maxP99 === undefined || maxP99 === 0)) {
+    throw new UsageError(`max_p99 must be a duration such as "200ms", got ${JSON.stringify(body.max_p99)}`);
+  }
+  const minRequests = body.min_requests ?? DEFAULT_CANARY.min_requests;
+  if (!Number.isSafeInteger(minRequests) || (minRequests as number) < 1) {
+    throw new UsageError(`min_requests must be a positive integer, got ${JSON.stringify(body.min_requests)}`);
+  }
+  return {
+    version: String(version),
+    steps,
+    interval,
+    max_error_rate: parseRate(body.max_error_rate ?? DEFAULT_CANARY.max_error_rate),
+    ...(maxP99 !== undefined ? { max_p99: maxP99 } : {}),
+    min_requests: minRequests as number,
+  };
+}
+
+function parseSteps(value: unknown): number[] {
+  const list = typeof value === 'string' ? value.split(',').map((part) => Number(part.trim())) : value;
+  const ok =
+    Array.isArray(list) &&
+    list.length > 0 &&
+    list.every(
+      (step, index) => typeof step === 'number' && step > 0 && step <= 100 && (index === 0 || step > list[index - 1]),
+    );
+  if (!ok) {
+    throw new UsageError(
+      `steps must be rising percentages above 0 and at most 100, such as 5,20,50,100; got ${JSON.stringify(value)}`,
+    );
+  }
+  return list as number[];
+}
+
+/** "0.1%" is 0.001; a bare number is a fraction. */
+export function parseRate(value: unknown): number {
+  const text = typeof value === 'number' ? String(value) : typeof value === 'string' ? value.trim() : '';
+  const match = /^(\d+(?:\.\d+)?)(%?)$/.exec(text);
+  const rate = match ? Number(match[1]) / (match[2] === '%' ? 100 : 1) : NaN;
+  if (!(rate >= 0 && rate <= 1)) {
+    throw new UsageError(
+      `max_error_rate must be a percentage such as "0.1%" or a fraction from 0 to 1, got ${JSON.stringify(value)}`,
+    );
+  }
+  return rate;
+}

@@ -1,0 +1,136 @@
+import type { IncomingMessage } from 'node:http';
+import type { LoadedModel } from '../repository/loaded-model.js';
+import type { ModelRepository } from '../repository/model-repository.js';
+import { compareVersions } from '../repository/version-policy.js';
+import { stickyPoint } from './sticky-hash.js';
+import type { TrafficPolicy } from './traffic-policy.js';
+
+interface WeightedVersion {
+  readonly version: string;
+  readonly weight: number;
+}
+
+interface StickyKey {
+  readonly from: 'header' | 'query';
+  /** Lower-cased for headers. */
+  readonly name: string;
+}
+
+/** One model's routing, prepared when it changes so that choosing costs no allocation. */
+interface ModelRoute {
+  /** In version order, so a growing weight only ever moves keys towards that version. */
+  readonly split: readonly WeightedVersion[] | undefined;
+  readonly sticky: StickyKey | undefined;
+  readonly shadow: string | undefined;
+  readonly shadowTolerance: number;
+}
+
+export interface ShadowTarget {
+  readonly model: LoadedModel;
+  readonly tolerance: number;
+}
+
+/**
+ * Picks the version that answers a request naming none: by the model's split (a canary's
+ * split wins over the configured one), sticky on a key when one is set, else the default
+ * version. Versions that are not ready (loading elsewhere, draining) are left out and their
+ * weight goes to the others, so a swap never sends a request to a version on its way out.
+ */
+export class VersionRouter {
+  readonly #traffic = new Map<string, TrafficPolicy>();
+  readonly #canarySplits = new Map<string, Readonly<Record<string, number>>>();
+  readonly #routes = new Map<string, ModelRoute>();
+
+  constructor(private readonly repository: ModelRepository) {}
+
+  traffic(name: string): TrafficPolicy | undefined {
+    return this.#traffic.get(name);
+  }
+
+  setTraffic(name: string, traffic: TrafficPolicy | undefined): void {
+    if (traffic === undefined) this.#traffic.delete(name);
+    else this.#traffic.set(name, traffic);
+    this.#prepare(name);
+  }
+
+  /** The split a running canary imposes; undefined hands the model back to its traffic policy. */
+  setCanarySplit(name: string, split: Readonly<Record<string, number>> | undefined): void {
+    if (split === undefined) this.#canarySplits.delete(name);
+    else this.#canarySplits.set(name, split);
+    this.#prepare(name);
+  }
+
+  /** The split in force now: the canary's, else the configured one. */
+  effectiveSplit(name: string): Readonly<Record<string, number>> | undefined {
+    return this.#canarySplits.get(name) ?? this.#traffic.get(name)?.split;
+  }
+
+  route(name: string, req: IncomingMessage, url: URL): LoadedModel {
+    const split = this.#routes.get(name)?.split;
+    if (split === undefined) return this.repository.get(name);
+    let total = 0;
+    for (const entry of split) if (this.#ready(name, entry.version)) total += entry.weight;
+    if (total === 0) return this.repository.get(name);
+    const sticky = this.#routes.get(name)?.sticky;
+    const key = sticky === undefined ? undefined : stickyKeyOf(sticky, req, url);
+    let point = (key === undefined ? Math.random() : stickyPoint(key)) * total;
+    let last: LoadedModel | undefined;
+    for (const entry of split) {
+      const model = this.#ready(name, entry.version);
+      if (model === undefined || entry.weight === 0) continue;
+      if (point < entry.weight) return model;
+      point -= entry.weight;
+      last = model;
+    }
+    // Rounding can leave the point a hair past the last weight.
+    return last ?? this.repository.get(name);
+  }
+
+  /** The version that should see a copy of a request `served` answers, if any. */
+  shadowFor(served: LoadedModel): ShadowTarget | undefined {
+    const route = this.#routes.get(served.name);
+    if (route?.shadow === undefined || route.shadow === served.version) return undefined;
+    const model = this.#ready(served.name, route.shadow);
+    return model === undefined ? undefined : { model, tolerance: route.shadowTolerance };
+  }
+
+  #ready(name: string, version: string): LoadedModel | undefined {
+    const model = this.repository.peek(name, version);
+    return model?.state === 'ready' ? model : undefined;
+  }
+
+  #prepare(name: string): void {
+    const traffic = this.#traffic.get(name);
+    const split = this.effectiveSplit(name);
+    if (traffic === undefined && split === undefined) {
+      this.#routes.delete(name);
+      return;
+    }
+    const stickyKey = traffic?.sticky_key;
+    const at = stickyKey?.indexOf(':') ?? -1;
+    this.#routes.set(name, {
+      split:
+        split === undefined
+          ? undefined
+          : Object.entries(split)
+              .map(([version, weight]) => ({ version, weight }))
+              .sort((a, b) => compareVersions(a.version, b.version)),
+      sticky:
+        stickyKey === undefined
+          ? undefined
+          : {
+              from: stickyKey.slice(0, at) as StickyKey['from'],
+              name:
+                stickyKey.slice(0, at) === 'header' ? stickyKey.slice(at + 1).toLowerCase() : stickyKey.slice(at + 1),
+            },
+      shadow: traffic?.shadow,
+      shadowTolerance: traffic?.shadow_tolerance ?? 0,
+    });
+  }
+}
+
+function stickyKeyOf(sticky: StickyKey, req: IncomingMessage, url: URL): string | undefined {
+  const value = sticky.from === 'header' ? req.headers[sticky.name] : url.searchParams.get(sticky.name);
+  const key = Array.isArray(value) ? value[0] : value;
+  return key === undefined || key === null || key === '' ? undefined : key;
+}

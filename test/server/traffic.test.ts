@@ -1,0 +1,334 @@
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { runLoad } from '../../src/bench/load-generator.js';
+import type { BatchServer } from '../../src/server/server.js';
+import { parseExposition } from '../metrics/prometheus-text.js';
+import { affineRequest, call, packAffine, startTestServer, type JsonAnswer } from '../fixtures/server.js';
+import { tempDir } from '../fixtures/temp.js';
+
+const ROW = [1, 2, 3, 4];
+/** v1 answers y = 2x + 1, v2 y = 2x + 2. */
+const EXPECTED: Record<string, number[]> = { '1': [3, 5, 7, 9], '2': [4, 6, 8, 10] };
+const AUTH = { authorization: 'Bearer test-token' };
+/** A handler that fails every request whose first value is 1 (warm-up feeds zeros, so it loads). */
+const FAILING = `export async function preprocess(requests, context) {
+  if (requests.some((request) => request.inputs.x.data[0] === 1)) throw new Error('candidate is broken');
+  return context.builtins.tensor.preprocess(requests, context);
+}
+`;
+
+async function twoVersions(
+  t: TestContext,
+  options: { v2?: { offset?: number; handlerSource?: string }; config?: Record<string, unknown>; root?: string } = {},
+): Promise<{ server: BatchServer; root: string }> {
+  const root = options.root ?? (await tempDir(t));
+  const v1 = await packAffine(join(root, 'v1'), { version: '1' });
+  const v2 = await packAffine(join(root, 'v2'), { version: '2', offset: 2, ...options.v2 });
+  const server = await startTestServer(t, { models: [`affine=${v1}`, `affine=${v2}`], ...options.config });
+  return { server, root };
+}
+
+/** One unversioned v2 request; returns the version that answered, after checking its output. */
+async function ask(server: BatchServer, headers: Record<string, string> = {}): Promise<string> {
+  const answer = await call(`${server.urls.inference}/v2/models/affine/infer`, { body: affineRequest([ROW]), headers });
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  const version = answer.headers['x-model-version'] as string;
+  assert.equal(answer.body.model_version, version);
+  assert.deepEqual(answer.body.outputs[0].data, EXPECTED[version], `version ${version} answered its own output`);
+  return version;
+}
+
+function manage(server: BatchServer, path: string, method = 'GET', body?: unknown): Promise<JsonAnswer> {
+  return call(`${server.urls.management}${path}`, {
+    method,
+    headers: AUTH,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
+
+/** One sample's value from a fresh scrape; undefined when the series is absent. */
+async function metric(server: BatchServer, name: string, labels: Record<string, string>): Promise<number | undefined> {
+  const families = parseExposition(((await call(`${server.urls.metrics}/metrics`)).body as Buffer).toString('utf8'));
+  const family = families.get(name.replace(/_(total|count|sum|bucket)$/, '')) ?? families.get(name);
+  return family?.samples.find(
+    (sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value),
+  )?.value;
+}
+
+/** Sends unversioned requests until `done` says stop (or `ms` pass); returns the versions that answered. */
+async function drive(server: BatchServer, done: () => Promise<boolean>, ms: number): Promise<string[]> {
+  const deadline = Date.now() + ms;
+  const versions: string[] = [];
+  while (Date.now() < deadline) {
+    const answer = await call(`${server.urls.inference}/v2/models/affine/infer`, { body: affineRequest([ROW]) });
+    versions.push(`${String(answer.headers['x-model-version'])}:${answer.status}`);
+    if (await done()) return versions;
+  }
+  throw new Error(`gave up after ${ms} ms; answers: ${versions.slice(-10).join(', ')}`);
+}
+
+test('two versions with different outputs serve at once; the default is the highest, others by name', async (t) => {
+  const { server } = await twoVersions(t);
+  assert.equal(await ask(server), '2');
+  for (const version of ['1', '2']) {
+    const answer = await call(`${server.urls.inference}/v2/models/affine/versions/${version}/infer`, {
+      body: affineRequest([ROW]),
+    });
+    assert.equal(answer.headers['x-model-version'], version);
+    assert.deepEqual(answer.body.outputs[0].data, EXPECTED[version]);
+    const predicted = await call(`${server.urls.inference}/predictions/affine/${version}`, {
+      body: JSON.stringify({ x: [ROW] }),
+    });
+    assert.equal(predicted.headers['x-model-version'], version);
+  }
+  const view = await manage(server, '/models/affine/traffic');
+  assert.equal(view.status, 200);
+  assert.equal(view.body.default_version, '2');
+  assert.deepEqual(
+    view.body.versions.map((entry: { version: string }) => entry.version),
+    ['1', '2'],
+  );
+});
+
+test('a sticky 50/50 split: one key always meets one version, 10,000 keys split within ±3 %', async (t) => {
+  const { server } = await twoVersions(t, {
+    config: {
+      model_policies: { affine: { traffic: { split: { '1': 50, '2': 50 }, sticky_key: 'header:X-User-Id' } } },
+    },
+  });
+  const url = new URL('http://localhost/v2/models/affine/infer');
+  const counts: Record<string, number> = { '1': 0, '2': 0 };
+  for (let user = 0; user < 10_000; user++) {
+    const req = { headers: { 'x-user-id': `user-${user}` } } as unknown as IncomingMessage;
+    const version = server.traffic.router.route('affine', req, url).version;
+    counts[version] = (counts[version] ?? 0) + 1;
+  }
+  for (const version of ['1', '2']) {
+    assert.ok(Math.abs((counts[version] as number) / 10_000 - 0.5) <= 0.03, JSON.stringify(counts));
+  }
+  // Over HTTP: each key's requests all go to one version, and both versions are in use.
+  const seen = new Set<string>();
+  for (let user = 0; user < 30; user++) {
+    const versions = new Set<string>();
+    for (let repeat = 0; repeat < 4; repeat++) versions.add(await ask(server, { 'x-user-id': `user-${user}` }));
+    assert.equal(versions.size, 1, `user-${user} met ${[...versions].join(' and ')}`);
+    seen.add([...versions][0] as string);
+  }
+  assert.deepEqual([...seen].sort(), ['1', '2']);
+  // Without the key, requests are split at random: both versions answer.
+  const unkeyed = new Set<string>();
+  for (let index = 0; index < 40 && unkeyed.size < 2; index++) unkeyed.add(await ask(server));
+  assert.deepEqual([...unkeyed].sort(), ['1', '2']);
+  // Each variant has its own request counts in the metrics.
+  for (const version of ['1', '2']) {
+    const sample = await metric(server, 'batchserve_requests_total', { model: 'affine', version, status: '200' });
+    assert.ok((sample ?? 0) > 0, `requests of version ${version}`);
+  }
+});
+
+test('a canary whose candidate fails rolls back on its own within one interval, recording why', async (t) => {
+  const { server } = await twoVersions(t, {
+    v2: { handlerSource: FAILING },
+    config: { model_policies: { affine: { default_version: '1' } } },
+  });
+  const started = await manage(server, '/models/affine/canary', 'POST', {
+    version: '2',
+    steps: [50, 100],
+    interval: '500ms',
+    max_error_rate: '10%',
+    min_requests: 1,
+  });
+  assert.equal(started.status, 201, JSON.stringify(started.body));
+  assert.equal(started.body.state, 'running');
+  assert.equal(started.body.weight, 50);
+  const status = async (): Promise<JsonAnswer> => manage(server, '/models/affine/canary');
+  const answers = await drive(server, async () => (await status()).body.state === 'rolled_back', 3_000);
+  assert.ok(answers.includes('2:500'), 'the candidate answered with errors');
+  const ended = (await status()).body;
+  const tookMs = Date.parse(ended.ended_at) - Date.parse(ended.started_at);
+  assert.ok(tookMs < 500 + 250, `rolled back ${tookMs} ms after start (interval 500 ms)`);
+  assert.match(ended.reason, /^error rate 100% \(\d+ of \d+\) above 10%$/);
+  assert.equal(ended.weight, 0);
+  assert.deepEqual(
+    ended.history.map((event: { event: string }) => event.event),
+    ['started', 'rolled_back'],
+  );
+  for (let index = 0; index < 10; index++) assert.equal(await ask(server), '1');
+  assert.equal((await manage(server, '/models/affine/canary/promote', 'POST')).body.error !== undefined, true);
+});
+
+test('a healthy canary steps up to 100 % and is promoted to the default', async (t) => {
+  const { server } = await twoVersions(t, { config: { model_policies: { affine: { default_version: '1' } } } });
+  assert.equal(await ask(server), '1');
+  const started = await manage(server, '/models/affine/canary', 'POST', {
+    version: '2',
+    steps: '20,50,100',
+    interval: '300ms',
+    max_error_rate: 0.001,
+    max_p99: '5s',
+    min_requests: 2,
+  });
+  assert.equal(started.status, 201, JSON.stringify(started.body));
+  await drive(server, async () => (await manage(server, '/models/affine/canary')).body.state === 'promoted', 6_000);
+  const ended = (await manage(server, '/models/affine/canary')).body;
+  assert.deepEqual(
+    ended.history.map((event: { event: string; weight: number }) => `${event.event}@${event.weight}`),
+    ['started@20', 'advanced@50', 'advanced@100', 'promoted@100'],
+  );
+  assert.equal(ended.weight, 100);
+  assert.equal((await manage(server, '/models/affine/traffic')).body.default_version, '2');
+  for (let index = 0; index < 5; index++) assert.equal(await ask(server), '2');
+});
+
+test('rollback takes effect for the very next request; status shows live figures per version', async (t) => {
+  const { server } = await twoVersions(t, { config: { model_policies: { affine: { default_version: '1' } } } });
+  assert.equal((await manage(server, '/models/affine/canary')).status, 404);
+  const started = await manage(server, '/models/affine/canary', 'POST', {
+    version: '2',
+    steps: [100],
+    interval: '60s',
+  });
+  assert.equal(started.status, 201);
+  assert.equal((await manage(server, '/models/affine/canary', 'POST', { version: '2' })).status, 409);
+  assert.equal((await manage(server, '/models/affine/traffic', 'PUT', { split: { '1': 1 } })).status, 409);
+  assert.equal(await ask(server), '2');
+  assert.equal(await ask(server), '2');
+  const live = (await manage(server, '/models/affine/canary')).body;
+  assert.equal(live.live['2'].requests, 2);
+  assert.equal(live.live['2'].errors, 0);
+  assert.equal(typeof live.live['2'].p99_ms, 'number');
+  assert.equal(live.max_error_rate, '1%');
+  const rolledBack = await manage(server, '/models/affine/canary/rollback', 'POST');
+  assert.equal(rolledBack.status, 200);
+  assert.equal(rolledBack.body.state, 'rolled_back');
+  assert.equal(rolledBack.body.reason, 'rolled back by request');
+  assert.equal(await ask(server), '1');
+  assert.equal((await manage(server, '/models/affine/canary/rollback', 'POST')).status, 409);
+  for (const bad of [
+    {},
+    { version: '9' },
+    { version: '2', steps: [50, 20] },
+    { version: '2', max_error_rate: '150%' },
+    { version: '2', nope: 1 },
+  ]) {
+    const answer = await manage(server, '/models/affine/canary', 'POST', bad);
+    assert.ok(answer.status === 400 || answer.status === 404, `${JSON.stringify(bad)} → ${answer.status}`);
+    assert.equal(typeof answer.body.error, 'string');
+  }
+});
+
+test('a canary survives a restart: running resumes at its step, a rollback keeps traffic on stable', async (t) => {
+  const root = await tempDir(t);
+  const stateFile = join(root, 'state.json');
+  const first = await twoVersions(t, {
+    root,
+    config: { state_file: stateFile, model_policies: { affine: { default_version: '1' } } },
+  });
+  await manage(first.server, '/models/affine/canary', 'POST', { version: '2', steps: [5, 20], interval: '60s' });
+  await first.server.close();
+
+  const second = await twoVersions(t, { root, config: { state_file: stateFile } });
+  const resumed = (await manage(second.server, '/models/affine/canary')).body;
+  assert.equal(resumed.state, 'running');
+  assert.equal(resumed.weight, 5);
+  assert.deepEqual(
+    resumed.history.map((event: { event: string }) => event.event),
+    ['started', 'resumed'],
+  );
+  assert.deepEqual((await manage(second.server, '/models/affine/traffic')).body.split, { '1': 95, '2': 5 });
+  await manage(second.server, '/models/affine/canary/rollback', 'POST');
+  await second.server.close();
+
+  // Version 2 is the highest, but the rolled-back canary left version 1 the default.
+  const third = await twoVersions(t, { root, config: { state_file: stateFile } });
+  assert.equal((await manage(third.server, '/models/affine/canary')).body.state, 'rolled_back');
+  for (let index = 0; index < 5; index++) assert.equal(await ask(third.server), '1');
+});
+
+test('shadow traffic: answers come from the serving version; agreement is 1 for equal versions, below for different', async (t) => {
+  for (const [offset, agree] of [
+    [1, true],
+    [2, false],
+  ] as const) {
+    const { server } = await twoVersions(t, {
+      v2: { offset },
+      config: { model_policies: { affine: { default_version: '1', traffic: { shadow: '2' } } } },
+    });
+    for (let index = 0; index < 10; index++) {
+      const answer = await call(`${server.urls.inference}/v2/models/affine/infer`, { body: affineRequest([ROW]) });
+      assert.equal(answer.headers['x-model-version'], '1');
+      assert.deepEqual(answer.body.outputs[0].data, EXPECTED['1']);
+    }
+    const labels = { model: 'affine', version: '2' };
+    const deadline = Date.now() + 3_000;
+    let compared = 0;
+    while (compared < 10 && Date.now() < deadline) {
+      compared =
+        ((await metric(server, 'batchserve_shadow_requests_total', { ...labels, result: 'agree' })) ?? 0) +
+        ((await metric(server, 'batchserve_shadow_requests_total', { ...labels, result: 'disagree' })) ?? 0);
+      if (compared < 10) await sleep(20);
+    }
+    assert.equal(compared, 10);
+    const ratio = await metric(server, 'batchserve_shadow_agreement_ratio', labels);
+    if (agree) assert.equal(ratio, 1);
+    else assert.ok(ratio !== undefined && ratio < 1, `agreement ${ratio}`);
+    assert.ok(((await metric(server, 'batchserve_shadow_duration_seconds_count', labels)) ?? 0) >= 10);
+    // A request naming its version is not mirrored.
+    await call(`${server.urls.inference}/v2/models/affine/versions/1/infer`, { body: affineRequest([ROW]) });
+    await sleep(50);
+    assert.equal(
+      (await metric(server, 'batchserve_shadow_requests_total', { ...labels, result: agree ? 'agree' : 'disagree' })) ??
+        0,
+      10,
+    );
+  }
+});
+
+test('load v2, make it the default and unload v1 under steady bench load: zero failed requests', async (t) => {
+  const root = await tempDir(t);
+  const slow = `export async function inference(inputs, context) {
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  return context.builtins.tensor.inference(inputs, context);
+}
+`;
+  const v1 = await packAffine(join(root, 'v1'), { version: '1', handlerSource: slow });
+  await packAffine(join(root, 'v2'), { version: '2', offset: 2 });
+  const server = await startTestServer(t, { models: [`affine=${v1}`], model_store: join(root, 'v2', 'store') });
+  const body = Buffer.from(affineRequest([ROW]));
+  const load = runLoad(
+    server.urls.inference,
+    { path: '/v2/models/affine/infer', headers: { 'content-type': 'application/json' }, body, rows: 1 },
+    {
+      level: { kind: 'concurrency', concurrency: 8 },
+      warmupMs: 100,
+      windowMs: 500,
+      minWindows: 6,
+      maxWindows: 6,
+      stabilityPct: 0,
+      requestTimeoutMs: 10_000,
+    },
+  );
+  await sleep(600);
+  const registered = await manage(server, '/models?url=affine.mar', 'POST');
+  assert.equal(registered.status, 200, JSON.stringify(registered.body));
+  await sleep(300);
+  assert.equal((await manage(server, '/models/affine/2/set-default', 'PUT')).status, 200);
+  const unloaded = await manage(server, '/models/affine/1', 'DELETE');
+  assert.equal(unloaded.status, 200, JSON.stringify(unloaded.body));
+  const result = await load;
+  assert.equal(result.errorCount, 0, JSON.stringify(result.errors));
+  assert.ok(result.requests > 100, `${result.requests} requests`);
+  for (const version of ['1', '2']) {
+    const served = await metric(server, 'batchserve_requests_total', { model: 'affine', version, status: '200' });
+    assert.ok((served ?? 0) > 20, `version ${version} served ${served}`);
+  }
+  assert.equal(
+    await metric(server, 'batchserve_requests_total', { model: 'affine', version: '1', status: '503' }),
+    undefined,
+  );
+  assert.equal(await ask(server), '2');
+});
