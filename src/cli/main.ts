@@ -4,6 +4,7 @@ import { BATCHSERVE_VERSION } from '../version.js';
 import { registerModelArchive } from './model-archive.js';
 import { registerServe } from './serve-command.js';
 import { registerBench } from './bench-command.js';
+import { registerCanary } from './canary-command.js';
 
 /** Exit code for bugs: an error no command expected. */
 const EXIT_INTERNAL = 70;
@@ -23,6 +24,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   registerModelArchive(program);
   registerServe(program);
   registerBench(program);
+  registerCanary(program);
   program
     .command('doctor')
     .description('report what this machine can run: versions, execution providers (each tried), GPUs, Vulkan')

@@ -1,0 +1,53 @@
+import type { Command } from 'commander';
+import type { CanaryCommandOptions } from './canary.js';
+
+/** Flags only: `batchserve canary start|status|rollback|promote MODEL`, a client of the management API. */
+export function registerCanary(program: Command): void {
+  const canary = program
+    .command('canary')
+    .description('move a model to a new version step by step, inside error-rate and p99 guardrails');
+  const withTarget = (command: Command): Command =>
+    command
+      .option('--management-url <url>', "the server's management API", 'http://127.0.0.1:8081')
+      .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else ./batchserve.key)')
+      .option('--token-file <path>', 'file holding the management bearer token')
+      .option('--json', 'print the canary as JSON', false);
+  const run =
+    (action: 'start' | 'status' | 'rollback' | 'promote') =>
+    async (model: string, options: CanaryCommandOptions): Promise<void> => {
+      const { runCanary } = await import('./canary.js');
+      await runCanary(action, model, options);
+    };
+  withTarget(
+    canary
+      .command('start')
+      .description(
+        "start a canary: the candidate gets each step's share of traffic while it stays inside the guardrails",
+      )
+      .argument('<model>', 'the model name')
+      .requiredOption('--version <version>', 'the candidate version (loaded already)')
+      .option('--steps <percents>', 'traffic share per step, rising to 100', '5,20,50,100')
+      .option('--interval <duration>', 'how long each step runs before it is judged', '60s')
+      .option('--max-error-rate <rate>', "the candidate's largest share of 5xx answers, e.g. 0.1%", '1%')
+      .option('--max-p99 <duration>', "the candidate's largest p99 latency, e.g. 200ms")
+      .option('--min-requests <count>', 'requests the candidate must answer in a step before it may advance', '10'),
+  ).action(run('start'));
+  withTarget(
+    canary
+      .command('status')
+      .description('the step, live error rate and p99 per version, and the history')
+      .argument('<model>', 'the model name'),
+  ).action(run('status'));
+  withTarget(
+    canary
+      .command('rollback')
+      .description('send 100 % of traffic back to the stable version now')
+      .argument('<model>', 'the model name'),
+  ).action(run('rollback'));
+  withTarget(
+    canary
+      .command('promote')
+      .description('end the canary early: the candidate becomes the default')
+      .argument('<model>', 'the model name'),
+  ).action(run('promote'));
+}

@@ -1,0 +1,66 @@
+import { readFile } from 'node:fs/promises';
+import { request } from 'undici';
+import { ManagementCallError } from '../errors.js';
+
+export interface ManagementTarget {
+  readonly url: string;
+  readonly token: string | undefined;
+}
+
+/**
+ * The management URL and token a CLI command uses: `--token`, else $BATCHSERVE_TOKEN, else
+ * the key file (`--token-file`, or ./batchserve.key where `serve` writes it by default).
+ */
+export async function managementTarget(options: {
+  url: string;
+  token?: string;
+  tokenFile?: string;
+}): Promise<ManagementTarget> {
+  const token = options.token ?? process.env.BATCHSERVE_TOKEN ?? (await readToken(options.tokenFile));
+  return { url: options.url.replace(/\/+$/, ''), token };
+}
+
+async function readToken(file: string | undefined): Promise<string | undefined> {
+  try {
+    return (await readFile(file ?? 'batchserve.key', 'utf8')).trim() || undefined;
+  } catch (error) {
+    if (file === undefined && (error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new ManagementCallError(`cannot read the token file ${file}: ${(error as Error).message}`);
+  }
+}
+
+/** One JSON call; an error answer becomes a ManagementCallError carrying the server's message. */
+export async function callManagement(
+  target: ManagementTarget,
+  method: 'GET' | 'POST' | 'PUT',
+  path: string,
+  body?: unknown,
+): Promise<unknown> {
+  let response;
+  try {
+    response = await request(`${target.url}${path}`, {
+      method,
+      headers: {
+        ...(target.token ? { authorization: `Bearer ${target.token}` } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  } catch (error) {
+    throw new ManagementCallError(`cannot reach the management API at ${target.url}: ${(error as Error).message}`);
+  }
+  const text = await response.body.text();
+  let answer: unknown;
+  try {
+    answer = JSON.parse(text);
+  } catch {
+    answer = undefined;
+  }
+  if (response.statusCode >= 400) {
+    const message = (answer as { error?: unknown } | undefined)?.error;
+    throw new ManagementCallError(
+      `the server answered ${response.statusCode}: ${typeof message === 'string' ? message : text.slice(0, 200)}`,
+    );
+  }
+  return answer;
+}
