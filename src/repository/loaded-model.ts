@@ -46,6 +46,7 @@ export class LoadedModel {
   private readonly batcher: Batcher;
   private readonly parts: LoadedModelParts;
   private modelState: ModelState = 'ready';
+  private unloading: Promise<void> | undefined;
 
   constructor(parts: LoadedModelParts) {
     this.parts = parts;
@@ -163,9 +164,16 @@ export class LoadedModel {
     }
   }
 
-  /** Stops taking requests, answers every admitted one, then frees the sessions. */
-  async unload(): Promise<void> {
-    if (this.modelState !== 'ready') return;
+  /**
+   * Stops taking requests, answers every admitted one, then frees the sessions. Every caller
+   * gets the same promise, so a second unload also waits for the drain to finish.
+   */
+  unload(): Promise<void> {
+    this.unloading ??= this.drainAndRelease();
+    return this.unloading;
+  }
+
+  private async drainAndRelease(): Promise<void> {
     this.modelState = 'unloading';
     await this.batcher.drained();
     await Promise.all(this.instanceList.map((instance) => instance.release()));

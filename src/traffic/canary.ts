@@ -239,6 +239,10 @@ export class CanaryController {
     const running = this.#running.get(record.model);
     if (running === undefined) return;
     const { settings } = record;
+    if (this.deps.repository.peek(record.model, record.candidate)?.state !== 'ready') {
+      this.#end(record, 'rolled_back', `version ${record.candidate} is no longer loaded`);
+      return;
+    }
     const candidate = running.candidate.figures();
     const stable = running.stable.figures();
     const figures = { candidate, stable };

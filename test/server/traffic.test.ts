@@ -332,3 +332,14 @@ test('load v2, make it the default and unload v1 under steady bench load: zero f
   );
   assert.equal(await ask(server), '2');
 });
+
+test('a canary whose candidate is unloaded rolls back at its next check', async (t) => {
+  const { server } = await twoVersions(t, { config: { model_policies: { affine: { default_version: '1' } } } });
+  await manage(server, '/models/affine/canary', 'POST', { version: '2', steps: [50, 100], interval: '200ms' });
+  assert.equal((await manage(server, '/models/affine/2', 'DELETE')).status, 200);
+  for (let index = 0; index < 5; index++) assert.equal(await ask(server), '1');
+  await sleep(450);
+  const ended = (await manage(server, '/models/affine/canary')).body;
+  assert.equal(ended.state, 'rolled_back');
+  assert.equal(ended.reason, 'version 2 is no longer loaded');
+});
