@@ -51,7 +51,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     res: ServerResponse,
     [name, version]: readonly (string | undefined)[],
     url: URL,
-  ): Promise<{ model: LoadedModel; body: Buffer; routed: boolean }> => {
+  ): Promise<Admitted> => {
     repository.get(name as string, version);
     const body = await readBody(req, options.maxRequestSize);
     const model =
@@ -60,7 +60,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     // Set before anything can fail, so error answers also say which version they came from.
     res.setHeader('x-model-version', model.version);
     requireReady(model, ready(model));
-    return { model, body, routed: version === undefined };
+    return { model, body, shadows: version === undefined ? traffic : undefined };
   };
   return [
     {
@@ -131,8 +131,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       path: new RegExp(`^/v2/models/${MODEL}${VERSION}/infer$`),
       handle: async (req, res, params, url) => {
         requireMediaType(req, V2_TYPES);
-        const { model, body, routed } = await admit(req, res, params, url);
-        await inferV2(req, res, model, body, routed ? traffic : undefined);
+        await inferV2(req, res, await admit(req, res, params, url));
       },
     },
     {
@@ -171,8 +170,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       method: 'POST',
       path: new RegExp(`^/predictions/${MODEL}(?:/([^/]+))?$`),
       handle: async (req, res, params, url) => {
-        const { model, body, routed } = await admit(req, res, params, url);
-        await predict(req, res, model, body, routed ? traffic : undefined);
+        await predict(req, res, await admit(req, res, params, url));
       },
     },
   ];
@@ -193,14 +191,15 @@ function disconnectSignal(res: ServerResponse): AbortSignal {
   return controller.signal;
 }
 
-/** `traffic` is given for requests that named no version: those are mirrored to a shadow. */
-async function inferV2(
-  req: IncomingMessage,
-  res: ServerResponse,
-  model: LoadedModel,
-  body: Buffer,
-  traffic: TrafficControl | undefined,
-): Promise<void> {
+/** A request let in: its body, the version that answers it, and how to mirror it to a shadow. */
+interface Admitted {
+  readonly model: LoadedModel;
+  readonly body: Buffer;
+  /** Set for requests that named no version: only those are mirrored. */
+  readonly shadows: TrafficControl | undefined;
+}
+
+async function inferV2(req: IncomingMessage, res: ServerResponse, { model, body, shadows }: Admitted): Promise<void> {
   const headerValue = req.headers['inference-header-content-length'];
   const headerLength = headerValue === undefined ? undefined : Number(headerValue);
   if (
@@ -227,7 +226,7 @@ async function inferV2(
     }
   }
   const controls = requestControls(decoded.parameters);
-  const shadowed = traffic?.mirror(model, async (shadow) => {
+  const shadowed = shadows?.mirror(model, async (shadow) => {
     checkRequestTensors(decoded.inputs, shadow.config.inputs);
     const placement = batchPlacement(decoded.inputs, shadow.config.inputs, shadow.config.max_batch_size > 0);
     return shadow.infer({ inputs: decoded.inputs }, { ...placement, ...controls });
@@ -264,18 +263,12 @@ async function inferV2(
 }
 
 /** TorchServe's route: the body goes to the handler as it is (an image, JSON, text). */
-async function predict(
-  req: IncomingMessage,
-  res: ServerResponse,
-  model: LoadedModel,
-  body: Buffer,
-  traffic: TrafficControl | undefined,
-): Promise<void> {
+async function predict(req: IncomingMessage, res: ServerResponse, { model, body, shadows }: Admitted): Promise<void> {
   if (body.length === 0) throw new InferenceInputError('the request body is empty');
   const contentType = mediaType(req);
   const request: HandlerRequest = { body, ...(contentType ? { contentType } : {}) };
   const shapeKey = `body:${contentType ?? ''}`;
-  const shadowed = traffic?.mirror(model, async (shadow) => shadow.infer(request, { rows: 1, shapeKey }));
+  const shadowed = shadows?.mirror(model, async (shadow) => shadow.infer(request, { rows: 1, shapeKey }));
   const result: SubmitResult = await model.infer(request, { rows: 1, shapeKey, signal: disconnectSignal(res) });
   shadowed?.(result.response);
   sendPrediction(res, result.response);
