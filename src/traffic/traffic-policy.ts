@@ -55,8 +55,10 @@ export interface TrafficPolicy {
 export const versionPolicySpec = {
   kind: 'object',
   optional: true,
-  description: "Which versions of the model are loaded (Triton's version_policy); omitted = every version offered.",
+  description:
+    "Which versions of the model are loaded (Triton's version_policy): one of `all`, `latest` or `specific`; omitted = all.",
   fields: {
+    all: { kind: 'boolean', description: '`all: true` loads every version offered (the default).' },
     latest: {
       kind: 'integer',
       min: 1,
@@ -71,7 +73,7 @@ export const versionPolicySpec = {
   },
 } as const satisfies FieldSpec;
 
-export type VersionPolicy = { readonly latest?: number; readonly specific?: readonly string[] };
+export type VersionPolicy = { readonly all?: boolean; readonly latest?: number; readonly specific?: readonly string[] };
 
 /** Per model name: the version policy, the default version and the traffic. */
 export const modelPolicySpec = {
@@ -99,9 +101,11 @@ export interface ModelPolicy {
 /** Problems a schema cannot express: a policy naming both forms, a split with no weight. */
 export function modelPolicyProblems(policy: ModelPolicy, path: string): string[] {
   const problems: string[] = [];
-  if (policy.version_policy?.latest !== undefined && policy.version_policy.specific !== undefined) {
-    problems.push(`${path}.version_policy: give latest or specific, not both`);
-  }
+  const forms = Object.keys(policy.version_policy ?? {});
+  if (forms.length > 1)
+    problems.push(`${path}.version_policy: give one of all, latest or specific, not ${forms.join(' and ')}`);
+  if (policy.version_policy?.all === false)
+    problems.push(`${path}.version_policy.all: only \`all: true\` means anything`);
   if (policy.traffic) problems.push(...trafficProblems(policy.traffic, `${path}.traffic`));
   return problems;
 }

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { compareVersions, describeVersionPolicy, selectVersions } from '../../src/repository/version-policy.js';
+import { validateServerConfig } from '../../src/server/server-config.js';
 
 test('versions compare as numbers where they are numbers', () => {
   assert.deepEqual(['10', '9', '1.10', '1.9', '2'].sort(compareVersions), ['1.9', '1.10', '2', '9', '10']);
@@ -41,4 +42,20 @@ test('kept and excluded split the offered versions; latest keeps only versions a
       for (const low of excluded) for (const high of kept) assert.ok(compareVersions(low, high) <= 0);
     }),
   );
+});
+
+test('server.yaml version_policy takes exactly one of all, latest or specific', () => {
+  const config = (versionPolicy: unknown): unknown =>
+    validateServerConfig({ model_policies: { m: { version_policy: versionPolicy } } }, 'server.yaml');
+  assert.deepEqual(selectVersions({ all: true }, ['2', '1']).kept, ['1', '2']);
+  for (const good of [{ all: true }, { latest: 1 }, { specific: ['1'] }, {}]) config(good);
+  for (const [bad, message] of [
+    [{ latest: 1, specific: ['1'] }, /give one of all, latest or specific, not latest and specific/],
+    [{ all: true, latest: 2 }, /not all and latest/],
+    [{ all: false }, /only `all: true`/],
+    [{ latest: 0 }, /latest: expected a value ≥ 1/],
+    ['all', /version_policy: expected a mapping/],
+  ] as const) {
+    assert.throws(() => config(bad), { code: 'BS_ERR_CONFIG_INVALID', message }, JSON.stringify(bad));
+  }
 });
