@@ -130,6 +130,27 @@ export const modelConfigSchema = {
         },
       },
     },
+    tensorrt: {
+      kind: 'object',
+      description: 'TensorRT options for instances on `tensorrt[:N]` devices.',
+      fields: {
+        fp16: {
+          kind: 'boolean',
+          default: false,
+          description: 'Let TensorRT build FP16 kernels where they are faster (the model stays FP32 at its edges).',
+        },
+        engine_cache: {
+          kind: 'boolean',
+          default: true,
+          description: 'Keep built engines on disk, so a restart loads in seconds instead of rebuilding for minutes.',
+        },
+        cache_dir: {
+          kind: 'string',
+          description:
+            'Where engines are kept; default `$XDG_CACHE_HOME/batchserve/tensorrt` (`~/.cache/batchserve/tensorrt`).',
+        },
+      },
+    },
     warmup: {
       kind: 'boolean',
       default: true,
@@ -211,6 +232,12 @@ export interface InstanceGroup {
   readonly device: string;
 }
 
+export interface TensorrtOptions {
+  readonly fp16: boolean;
+  readonly engine_cache: boolean;
+  readonly cache_dir?: string;
+}
+
 export interface ImageClassifierOptions {
   readonly resize: 'stretch' | 'keep-ratio-pad';
   readonly channel_order: 'RGB' | 'BGR';
@@ -235,6 +262,7 @@ export interface ModelConfig {
     readonly graph_optimization_level: 'disabled' | 'basic' | 'extended' | 'all';
     readonly thread: 'worker' | 'main';
   };
+  readonly tensorrt: TensorrtOptions;
   readonly warmup: boolean;
   readonly labels_file?: string;
   readonly image_classifier?: ImageClassifierOptions;

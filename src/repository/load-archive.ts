@@ -9,6 +9,7 @@ import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
 import { openInstance, type InstanceSpec } from '../runtime/open-instance.js';
+import { applyTensorrtOptions } from '../runtime/tensorrt-options.js';
 import { WorkerInstance } from '../runtime/worker-instance.js';
 import { LoadedModel } from './loaded-model.js';
 
@@ -64,6 +65,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
         device: devices[index] ?? devices[0] ?? 'cpu',
       };
       const id = `${name}:${version}:${index}`;
+      applyTensorrtOptions(spec.device, storedConfig.tensorrt);
       if (storedConfig.runtime.thread === 'worker') {
         const started = await WorkerInstance.start(id, spec);
         config ??= started.config;
