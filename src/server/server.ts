@@ -152,6 +152,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
 
     const drain = async (timeoutMs: number): Promise<boolean> => {
       accepting = false;
+      // Canaries stop judging first: versions draining away for shutdown are not a failed candidate.
+      control.close();
       for (const server of servers) {
         server.close();
         server.closeIdleConnections();

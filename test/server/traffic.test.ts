@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { runLoad } from '../../src/bench/load-generator.js';
@@ -342,4 +343,31 @@ test('a canary whose candidate is unloaded rolls back at its next check', async 
   const ended = (await manage(server, '/models/affine/canary')).body;
   assert.equal(ended.state, 'rolled_back');
   assert.equal(ended.reason, 'version 2 is no longer loaded');
+});
+
+test('shutting down mid-canary leaves it running in the state file, not rolled back', async (t) => {
+  const root = await tempDir(t);
+  const stateFile = join(root, 'state.json');
+  const slow = `export async function inference(inputs, context) {
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  return context.builtins.tensor.inference(inputs, context);
+}
+`;
+  const { server } = await twoVersions(t, {
+    root,
+    v2: { handlerSource: slow },
+    config: { state_file: stateFile, model_policies: { affine: { default_version: '1' } } },
+  });
+  await manage(server, '/models/affine/canary', 'POST', {
+    version: '2',
+    steps: [50, 100],
+    interval: '100ms',
+    min_requests: 1000,
+  });
+  const inFlight = call(`${server.urls.inference}/v2/models/affine/versions/2/infer`, { body: affineRequest([ROW]) });
+  await sleep(50);
+  assert.equal(await server.drain(5_000), true);
+  assert.equal((await inFlight).status, 200, 'the drain answered the request in flight');
+  const saved = JSON.parse(await readFile(stateFile, 'utf8'));
+  assert.equal(saved.models.affine.canary.state, 'running');
 });
