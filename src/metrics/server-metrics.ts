@@ -98,6 +98,12 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly #instanceRestarts = new Counter({
+    name: 'batchserve_instance_restarts_total',
+    help: 'Model instances that stopped on their own (their worker thread exited) and were replaced, in instances.',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
   readonly #shadowRequests = new Counter({
     name: 'batchserve_shadow_requests_total',
     help: 'Requests mirrored to a shadow version, by outcome: agree, disagree (answers differ) or failed (the shadow erred), in requests.',
@@ -187,6 +193,10 @@ export class ServerMetrics {
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
     versions.delete(version);
     if (versions.size === 0) this.#series.delete(model);
+  }
+
+  instanceRestarted(model: string, version: string): void {
+    this.#instanceRestarts.labels(model, version).inc();
   }
 
   /** One mirrored request: whether the shadow `version` agreed with the serving version, and how long it took. */

@@ -1,5 +1,6 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
+import type { Logger } from 'pino';
 import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
@@ -17,6 +18,8 @@ export interface LoadOptions {
   /** Where archives are extracted while served. */
   readonly workRoot: string;
   readonly metrics: ServerMetrics;
+  /** Where instance restarts are logged. */
+  readonly logger?: Logger;
   /** Overrides every instance group's device (`serve --device`). */
   readonly device?: string;
   /** Overrides the archive's version (e.g. `name=path.mar` registered as a given version). */
@@ -92,6 +95,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       deviceNotes,
       loadSeconds: Number(process.hrtime.bigint() - started) / 1e9,
       metrics: options.metrics,
+      ...(options.logger ? { logger: options.logger } : {}),
     });
   } catch (error) {
     await Promise.all(instances.map((instance) => instance.release()));

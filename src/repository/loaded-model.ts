@@ -1,4 +1,5 @@
 import { rm } from 'node:fs/promises';
+import type { Logger } from 'pino';
 import type { ArchiveManifest } from '../archive/manifest.js';
 import { Batcher, type BatchingPolicy, type SubmitOptions, type SubmitResult } from '../batching/batcher.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
@@ -28,7 +29,11 @@ export interface LoadedModelParts {
   readonly deviceNotes: readonly string[];
   readonly loadSeconds: number;
   readonly metrics: ServerMetrics;
+  readonly logger?: Logger;
 }
+
+/** A stopped instance gets this many tries to come back, a second more apart each time. */
+const RESTART_ATTEMPTS = 3;
 
 /** A model version that serves: its instances, its batcher and its statistics. */
 export class LoadedModel {
@@ -71,6 +76,7 @@ export class LoadedModel {
       busyChanged: (busy, total) => metrics.setBusyInstances(this.name, this.version, busy, total),
     });
     metrics.setBusyInstances(this.name, this.version, 0, this.instanceList.length);
+    for (const instance of this.instanceList) this.watch(instance);
     metrics.modelLoaded(this.name, this.version, parts.loadSeconds, this.devices().join(','));
   }
 
@@ -153,6 +159,7 @@ export class LoadedModel {
     if (count > current.length) {
       const added: ServingInstance[] = [];
       for (let index = current.length; index < count; index++) added.push(await this.parts.createInstance(index));
+      for (const instance of added) this.watch(instance);
       this.instanceList = [...current, ...added];
       this.batcher.setRunners(this.instanceList);
     } else if (count < current.length) {
@@ -161,6 +168,42 @@ export class LoadedModel {
       this.batcher.setRunners(this.instanceList);
       await this.batcher.drained();
       await Promise.all(removed.map((instance) => instance.release()));
+    }
+  }
+
+  private watch(instance: ServingInstance): void {
+    instance.onStopped?.((error) => void this.replace(instance, error));
+  }
+
+  /**
+   * An instance that died on its own (its worker exited) leaves the batcher at once, so no
+   * batch waits on it, and a fresh one opens in its place; the batch it was running failed.
+   */
+  private async replace(stopped: ServingInstance, error: Error): Promise<void> {
+    const index = this.instanceList.indexOf(stopped);
+    if (index < 0 || this.modelState !== 'ready') return;
+    const { logger, metrics } = this.parts;
+    const where = { model: this.name, version: this.version };
+    this.instanceList = this.instanceList.filter((instance) => instance !== stopped);
+    this.batcher.setRunners(this.instanceList);
+    metrics.instanceRestarted(this.name, this.version);
+    logger?.error({ ...where, instance: stopped.id, err: error.message }, 'instance stopped; opening a new one');
+    for (let attempt = 1; attempt <= RESTART_ATTEMPTS; attempt++) {
+      try {
+        const fresh = await this.parts.createInstance(index);
+        if (this.modelState !== 'ready') {
+          await fresh.release();
+          return;
+        }
+        this.watch(fresh);
+        this.instanceList = [...this.instanceList.slice(0, index), fresh, ...this.instanceList.slice(index)];
+        this.batcher.setRunners(this.instanceList);
+        logger?.info({ ...where, instance: fresh.id }, 'instance restarted');
+        return;
+      } catch (restartError) {
+        logger?.error({ ...where, attempt, err: String(restartError) }, 'instance restart failed');
+        await new Promise((resolve) => setTimeout(resolve, attempt * 1000).unref());
+      }
     }
   }
 

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import type { Logger } from 'pino';
 import { ModelConflictError, ModelNotFoundError, VersionPolicyError } from '../errors.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ModelPolicy, VersionPolicy } from '../traffic/traffic-policy.js';
@@ -10,6 +11,7 @@ import { compareVersions, describeVersionPolicy, selectVersions } from './versio
 export interface RepositoryOptions {
   readonly workRoot: string;
   readonly metrics: ServerMetrics;
+  readonly logger?: Logger;
   /** Folder of archives that `--models all`, the repository index and register-by-name use. */
   readonly modelStore?: string;
   /** Overrides every model's device. */
@@ -62,6 +64,7 @@ export class ModelRepository {
       const model = await loadModelArchive(archivePath, {
         workRoot: this.options.workRoot,
         metrics: this.options.metrics,
+        ...(this.options.logger ? { logger: this.options.logger } : {}),
         ...(device ? { device } : {}),
         ...(overrides.version ? { version: overrides.version } : {}),
       });

@@ -5,7 +5,11 @@ import { runBatchTimed } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext, HandlerRequest } from '../handlers/types.js';
 
 /** An instance the repository can serve with and free: in this thread or in a worker. */
-export type ServingInstance = BatchRunner & { release(): Promise<void> };
+export type ServingInstance = BatchRunner & {
+  release(): Promise<void>;
+  /** Instances that can die on their own (in a worker) report it, so they can be replaced. */
+  onStopped?(listener: (error: Error) => void): void;
+};
 
 /** One onnxruntime session on one device, running one batch at a time through the handler. */
 export class ModelInstance implements ServingInstance {

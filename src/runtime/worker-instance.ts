@@ -27,6 +27,8 @@ export class WorkerInstance implements BatchRunner {
   private nextId = 0;
   private readonly waiting = new Map<number, Waiting>();
   private failure: Error | undefined;
+  private stoppedListener: ((error: Error) => void) | undefined;
+  private exited = false;
 
   private constructor(
     readonly id: string,
@@ -45,12 +47,17 @@ export class WorkerInstance implements BatchRunner {
         });
     });
     const fail = (error: Error): void => {
+      if (this.failure) return;
       this.failure = new InferenceFailedError(`instance ${id} stopped: ${error.message}`);
       for (const waiting of this.waiting.values()) waiting.reject(this.failure);
       this.waiting.clear();
+      this.stoppedListener?.(this.failure);
     };
     worker.on('error', fail);
-    worker.on('exit', (code) => fail(new Error(`its worker thread exited with code ${code}`)));
+    worker.on('exit', (code) => {
+      this.exited = true;
+      fail(new Error(`its worker thread exited with code ${code}`));
+    });
   }
 
   /** Starts the worker and resolves once the instance is open, checked and warmed up. */
@@ -88,7 +95,14 @@ export class WorkerInstance implements BatchRunner {
     });
   }
 
+  /** Called once if the worker stops on its own (an uncaught error, process.exit in a handler). */
+  onStopped(listener: (error: Error) => void): void {
+    this.stoppedListener = listener;
+  }
+
   async release(): Promise<void> {
+    this.stoppedListener = undefined;
+    if (this.exited) return;
     this.worker.removeAllListeners('exit');
     const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
     this.worker.postMessage({ type: 'close' });

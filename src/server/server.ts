@@ -55,6 +55,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   const repository = new ModelRepository({
     workRoot,
     metrics,
+    logger,
     ...(config.model_store ? { modelStore: resolve(config.model_store) } : {}),
     ...(config.device ? { device: config.device } : {}),
     ...(config.model_policies ? { policies: config.model_policies } : {}),

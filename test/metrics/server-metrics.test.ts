@@ -42,6 +42,7 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_instances_busy: 'gauge',
     batchserve_instances: 'gauge',
     batchserve_model_load_seconds: 'gauge',
+    batchserve_instance_restarts_total: 'counter',
     batchserve_shadow_requests_total: 'counter',
     batchserve_shadow_duration_seconds: 'histogram',
     batchserve_shadow_agreement_ratio: 'gauge',
