@@ -32,22 +32,14 @@ export function registerCanary(program: Command): void {
       .option('--max-p99 <duration>', "the candidate's largest p99 latency, e.g. 200ms")
       .option('--min-requests <count>', 'requests the candidate must answer in a step before it may advance', '10'),
   ).action(run('start'));
-  withTarget(
-    canary
-      .command('status')
-      .description('the step, live error rate and p99 per version, and the history')
-      .argument('<model>', 'the model name'),
-  ).action(run('status'));
-  withTarget(
-    canary
-      .command('rollback')
-      .description('send 100 % of traffic back to the stable version now')
-      .argument('<model>', 'the model name'),
-  ).action(run('rollback'));
-  withTarget(
-    canary
-      .command('promote')
-      .description('end the canary early: the candidate becomes the default')
-      .argument('<model>', 'the model name'),
-  ).action(run('promote'));
+  const followUps = {
+    status: 'the step, live error rate and p99 per version, and the history',
+    rollback: 'send 100 % of traffic back to the stable version now',
+    promote: 'end the canary early: the candidate becomes the default',
+  } as const;
+  for (const [action, description] of Object.entries(followUps) as [keyof typeof followUps, string][]) {
+    withTarget(canary.command(action).description(description).argument('<model>', 'the model name')).action(
+      run(action),
+    );
+  }
 }
