@@ -278,14 +278,19 @@ test('shadow traffic: answers come from the serving version; agreement is 1 for 
     if (agree) assert.equal(ratio, 1);
     else assert.ok(ratio !== undefined && ratio < 1, `agreement ${ratio}`);
     assert.ok(((await metric(server, 'batchserve_shadow_duration_seconds_count', labels)) ?? 0) >= 10);
+    // TorchServe's route is mirrored too.
+    const predicted = await call(`${server.urls.inference}/predictions/affine`, { body: JSON.stringify([ROW]) });
+    assert.equal(predicted.headers['x-model-version'], '1');
+    const result = agree ? 'agree' : 'disagree';
+    const mirroredDeadline = Date.now() + 3_000;
+    while (((await metric(server, 'batchserve_shadow_requests_total', { ...labels, result })) ?? 0) < 11) {
+      assert.ok(Date.now() < mirroredDeadline, 'the prediction was compared');
+      await sleep(20);
+    }
     // A request naming its version is not mirrored.
     await call(`${server.urls.inference}/v2/models/affine/versions/1/infer`, { body: affineRequest([ROW]) });
     await sleep(50);
-    assert.equal(
-      (await metric(server, 'batchserve_shadow_requests_total', { ...labels, result: agree ? 'agree' : 'disagree' })) ??
-        0,
-      10,
-    );
+    assert.equal((await metric(server, 'batchserve_shadow_requests_total', { ...labels, result })) ?? 0, 11);
   }
 });
 
@@ -370,4 +375,65 @@ test('shutting down mid-canary leaves it running in the state file, not rolled b
   assert.equal((await inFlight).status, 200, 'the drain answered the request in flight');
   const saved = JSON.parse(await readFile(stateFile, 'utf8'));
   assert.equal(saved.models.affine.canary.state, 'running');
+});
+
+test('traffic through the management API: set, validated, sticky on a query parameter, cleared, kept across a restart', async (t) => {
+  const root = await tempDir(t);
+  const stateFile = join(root, 'state.json');
+  const { server } = await twoVersions(t, { root, config: { state_file: stateFile } });
+  const set = (body: unknown): Promise<JsonAnswer> => manage(server, '/models/affine/traffic', 'PUT', body);
+  const onlyOne = await set({ split: { '1': 100 } });
+  assert.equal(onlyOne.status, 200, JSON.stringify(onlyOne.body));
+  assert.deepEqual(onlyOne.body.split, { '1': 100 });
+  for (let index = 0; index < 5; index++) assert.equal(await ask(server), '1');
+
+  assert.equal((await set({ split: { '1': 50, '2': 50 }, sticky_key: 'query:user' })).status, 200);
+  const byUser = new Map<string, Set<string>>();
+  for (let user = 0; user < 20; user++) {
+    for (let repeat = 0; repeat < 3; repeat++) {
+      const answer = await call(`${server.urls.inference}/v2/models/affine/infer?user=u${user}`, {
+        body: affineRequest([ROW]),
+      });
+      const versions = byUser.get(`u${user}`) ?? new Set<string>();
+      versions.add(answer.headers['x-model-version'] as string);
+      byUser.set(`u${user}`, versions);
+    }
+  }
+  assert.ok(
+    [...byUser.values()].every((versions) => versions.size === 1),
+    'each user met one version',
+  );
+  assert.equal(new Set([...byUser.values()].map((versions) => [...versions][0])).size, 2, 'both versions in use');
+
+  for (const [bad, message] of [
+    [{ split: { '7': 1 } }, /version "7" of affine is not loaded/],
+    [{ split: { '1': 0 } }, /at least one weight must be above 0/],
+    [{ sticky_key: 'cookie:id' }, /header:NAME or query:NAME/],
+    [{ shadow: '9' }, /version "9" of affine is not loaded/],
+    [{ nope: true }, /unknown key/],
+  ] as const) {
+    const answer = await set(bad);
+    assert.equal(answer.status, 400, JSON.stringify(bad));
+    assert.match(answer.body.error, message);
+  }
+  assert.equal((await manage(server, '/models/nope/traffic')).status, 404);
+  assert.equal(
+    (
+      await call(`${server.urls.management}/models/affine/traffic`, {
+        method: 'PUT',
+        body: '{',
+        headers: AUTH,
+      })
+    ).status,
+    400,
+  );
+
+  assert.equal((await set({ split: { '1': 1 } })).status, 200);
+  await server.close();
+  const restarted = await twoVersions(t, { root, config: { state_file: stateFile } });
+  assert.deepEqual((await manage(restarted.server, '/models/affine/traffic')).body.split, { '1': 1 });
+  assert.equal(await ask(restarted.server), '1');
+  const cleared = await manage(restarted.server, '/models/affine/traffic', 'PUT', {});
+  assert.equal(cleared.body.split, null);
+  assert.equal(await ask(restarted.server), '2', 'without a split the default (highest) answers');
 });
