@@ -18,7 +18,7 @@ interface StickyKey {
 
 /** One model's routing, prepared when it changes so that choosing costs no allocation. */
 interface ModelRoute {
-  /** In version order, so a growing weight only ever moves keys towards that version. */
+  /** In version order, so between two versions a growing weight only ever moves keys towards that version. */
   readonly split: readonly WeightedVersion[] | undefined;
   readonly sticky: StickyKey | undefined;
   readonly shadow: string | undefined;
