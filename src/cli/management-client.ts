@@ -57,9 +57,9 @@ export async function callManagement(
     answer = undefined;
   }
   if (response.statusCode >= 400) {
-    const message = (answer as { error?: unknown } | undefined)?.error;
+    const { error, code } = (answer ?? {}) as { error?: unknown; code?: unknown };
     throw new ManagementCallError(
-      `the server answered ${response.statusCode}: ${typeof message === 'string' ? message : text.slice(0, 200)}`,
+      `the server answered ${response.statusCode}${typeof code === 'string' ? ` ${code}` : ''}: ${typeof error === 'string' ? error : text.slice(0, 200)}`,
     );
   }
   return answer;

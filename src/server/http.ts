@@ -89,8 +89,9 @@ export function sendJson(
 }
 
 /**
- * The one place errors become HTTP answers: a BatchserveError's status and message; anything
- * else is a 500 whose details stay in the log. Returns the status sent.
+ * The one place errors become HTTP answers: a BatchserveError's status, message and stable
+ * code (`{"error", "code"}`, the v2 error object plus the code scripts can match on);
+ * anything else is a 500 whose details stay in the log. Returns the status sent.
  */
 export function sendError(res: ServerResponse, error: unknown): number {
   const status = error instanceof BatchserveError ? error.httpStatus : 500;
@@ -103,6 +104,11 @@ export function sendError(res: ServerResponse, error: unknown): number {
   if (error instanceof MethodNotAllowedError) headers.allow = error.allowed.join(', ');
   if (status === 503) headers['retry-after'] = '1';
   if (status === 413) headers.connection = 'close';
-  sendJson(res, status, { error: message }, headers);
+  sendJson(
+    res,
+    status,
+    error instanceof BatchserveError ? { error: message, code: error.code } : { error: message },
+    headers,
+  );
   return status;
 }

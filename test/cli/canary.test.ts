@@ -73,7 +73,7 @@ test('batchserve canary start, status, rollback and promote drive the management
   assert.equal(again.code, 1);
   assert.match(
     again.stderr,
-    /^batchserve: the server answered 409: the canary of affine already ended \(rolled back\) \[BS_ERR_MANAGEMENT_CALL\]\n$/,
+    /^batchserve: the server answered 409 BS_ERR_CANARY_CONFLICT: the canary of affine already ended \(rolled back\) \[BS_ERR_MANAGEMENT_CALL\]\n$/,
   );
   const wrongToken = await cli([
     'canary',

@@ -74,13 +74,13 @@ test('the queue cap answers 503 with Retry-After; a queued timeout answers 503 w
   await sleep(50);
   const full = await call(url, { body: affineRequest([[4, 4, 4, 4]]) });
   assert.equal(full.status, 503);
-  assert.deepEqual(full.body, { error: 'Exceeds maximum queue size' });
+  assert.deepEqual(full.body, { error: 'Exceeds maximum queue size', code: 'BS_ERR_QUEUE_FULL' });
   assert.equal(full.headers['retry-after'], '1');
 
   const expired = await timed;
   const waited = Date.now() - started;
   assert.equal(expired.status, 503);
-  assert.deepEqual(expired.body, { error: 'Request timeout expired' });
+  assert.deepEqual(expired.body, { error: 'Request timeout expired', code: 'BS_ERR_QUEUE_TIMEOUT' });
   assert.ok(
     waited >= 140 && waited < 1500,
     `answered when the 150 ms timeout expired, not at the 2 s delay (${waited} ms)`,

@@ -187,7 +187,9 @@ test('a healthy canary steps up to 100 % and is promoted to the default', async 
 
 test('rollback takes effect for the very next request; status shows live figures per version', async (t) => {
   const { server } = await twoVersions(t, { config: { model_policies: { affine: { default_version: '1' } } } });
-  assert.equal((await manage(server, '/models/affine/canary')).status, 404);
+  const none = await manage(server, '/models/affine/canary');
+  assert.equal(none.status, 404);
+  assert.deepEqual(none.body, { error: 'model affine has no canary', code: 'BS_ERR_CANARY_NOT_FOUND' });
   const started = await manage(server, '/models/affine/canary', 'POST', {
     version: '2',
     steps: [100],

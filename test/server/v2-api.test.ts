@@ -137,7 +137,7 @@ test('binary and JSON requests give identical results; outputs and classificatio
   ]);
 });
 
-test('bad requests get a 4xx with {"error": …} and the server keeps serving', async (t) => {
+test('bad requests get a 4xx with {"error": …, "code": …} and the server keeps serving', async (t) => {
   const dir = await tempDir(t);
   const server = await startTestServer(t, { models: [`affine=${await packAffine(dir)}`], max_request_size: 4096 });
   const base = server.urls.inference;
@@ -145,7 +145,8 @@ test('bad requests get a 4xx with {"error": …} and the server keeps serving', 
   const expectError = async (status: number, answer: Promise<{ status: number; body: unknown }>): Promise<string> => {
     const { status: got, body } = await answer;
     assert.equal(got, status, JSON.stringify(body));
-    assert.deepEqual(Object.keys(body as object), ['error']);
+    assert.deepEqual(Object.keys(body as object), ['error', 'code']);
+    assert.match((body as { code: string }).code, /^BS_ERR_[A-Z_]+$/);
     return (body as { error: string }).error;
   };
   const x = (fields: Record<string, unknown>): string =>
