@@ -2,6 +2,7 @@ import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../errors.js';
 import { ortTypeOf, type Datatype } from '../runtime/datatypes.js';
 import { floatToHalf, halfToFloat } from './binary-tensor.js';
+import { fillFloat32FromSpan, NumericSpan } from './json-data-lift.js';
 
 /**
  * Tensor data as JSON arrays, both ways. Where JSON has no spelling for a value we follow the
@@ -39,7 +40,14 @@ const UINT64_RANGE: [bigint, bigint] = [0n, 2n ** 64n - 1n];
  * `maxElements` bounds what the JSON text could hold, so a huge shape with little data is
  * refused before anything is allocated.
  */
-export function readJsonTensor(input: JsonInput, data: unknown, maxElements: number): ort.Tensor {
+export function readJsonTensor(input: JsonInput, given: unknown, maxElements: number): ort.Tensor {
+  if (given instanceof NumericSpan && input.datatype === 'FP32' && input.count <= maxElements) {
+    const values = new Float32Array(input.count);
+    const filled = fillFloat32FromSpan(given, values);
+    if (filled !== input.count) throw countMismatch(input, filled);
+    return new ort.Tensor('float32', values, input.dims);
+  }
+  const data = given instanceof NumericSpan ? given.toArray() : given;
   if (!Array.isArray(data)) {
     throw new InferenceInputError(`input "${input.name}": data must be an array`);
   }

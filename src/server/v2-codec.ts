@@ -6,6 +6,7 @@ import type { TensorMap } from '../runtime/tensors.js';
 import { binaryTensorBytes, elementSize, readBinaryTensor } from './binary-tensor.js';
 import { classify } from './classification.js';
 import { jsonTensorData, readJsonTensor } from './json-tensor.js';
+import { parseHeaderLiftingData } from './json-data-lift.js';
 
 /**
  * KServe v2 infer bodies ↔ tensors, with Triton's binary data and classification extensions.
@@ -112,8 +113,9 @@ export function decodeInferRequest(
 function parseHeader(body: Buffer, length: number): Record<string, unknown> {
   let header: unknown;
   try {
-    header = JSON.parse(body.toString('utf8', 0, length));
+    header = parseHeaderLiftingData(body, length);
   } catch (error) {
+    if (error instanceof InferenceInputError) throw error;
     throw new InferenceInputError(`the request header is not JSON: ${(error as Error).message}`, { cause: error });
   }
   if (!isObject(header)) throw new InferenceInputError('the request header must be a JSON object');
