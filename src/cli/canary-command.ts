@@ -1,24 +1,19 @@
 import type { Command } from 'commander';
 import type { CanaryCommandOptions } from './canary.js';
+import { withManagementTarget } from './options.js';
 
 /** Flags only: `batchserve canary start|status|rollback|promote MODEL`, a client of the management API. */
 export function registerCanary(program: Command): void {
   const canary = program
     .command('canary')
     .description('move a model to a new version step by step, inside error-rate and p99 guardrails');
-  const withTarget = (command: Command): Command =>
-    command
-      .option('--management-url <url>', "the server's management API", 'http://127.0.0.1:8081')
-      .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else ./batchserve.key)')
-      .option('--token-file <path>', 'file holding the management bearer token')
-      .option('--json', 'print the canary as JSON', false);
   const run =
     (action: 'start' | 'status' | 'rollback' | 'promote') =>
     async (model: string, options: CanaryCommandOptions): Promise<void> => {
       const { runCanary } = await import('./canary.js');
       await runCanary(action, model, options);
     };
-  withTarget(
+  withManagementTarget(
     canary
       .command('start')
       .description(
@@ -38,7 +33,7 @@ export function registerCanary(program: Command): void {
     promote: 'end the canary early: the candidate becomes the default',
   } as const;
   for (const [action, description] of Object.entries(followUps) as [keyof typeof followUps, string][]) {
-    withTarget(canary.command(action).description(description).argument('<model>', 'the model name')).action(
+    withManagementTarget(canary.command(action).description(description).argument('<model>', 'the model name')).action(
       run(action),
     );
   }

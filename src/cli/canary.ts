@@ -1,13 +1,9 @@
 import type { CanaryStatus } from '../traffic/canary.js';
 import { createTable } from './format.js';
 import { callManagement, managementTarget } from './management-client.js';
-import { integerOption } from './options.js';
+import { integerOption, type ManagementTargetOptions } from './options.js';
 
-export interface CanaryCommandOptions {
-  managementUrl: string;
-  token?: string;
-  tokenFile?: string;
-  json: boolean;
+export interface CanaryCommandOptions extends ManagementTargetOptions {
   version?: string;
   steps?: string;
   interval?: string;
@@ -22,11 +18,7 @@ export async function runCanary(
   model: string,
   options: CanaryCommandOptions,
 ): Promise<void> {
-  const target = await managementTarget({
-    url: options.managementUrl,
-    ...(options.token !== undefined ? { token: options.token } : {}),
-    ...(options.tokenFile !== undefined ? { tokenFile: options.tokenFile } : {}),
-  });
+  const target = await managementTarget(options);
   const path = `/models/${encodeURIComponent(model)}/canary`;
   const status = (
     action === 'status'

@@ -5,6 +5,7 @@ import { registerModelArchive } from './model-archive.js';
 import { registerServe } from './serve-command.js';
 import { registerBench } from './bench-command.js';
 import { registerCanary } from './canary-command.js';
+import { registerTraffic } from './traffic-command.js';
 
 /** Exit code for bugs: an error no command expected. */
 const EXIT_INTERNAL = 70;
@@ -24,6 +25,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   registerModelArchive(program);
   registerServe(program);
   registerBench(program);
+  registerTraffic(program);
   registerCanary(program);
   program
     .command('doctor')

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { request } from 'undici';
 import { ManagementCallError } from '../errors.js';
+import type { ManagementTargetOptions } from './options.js';
 
 export interface ManagementTarget {
   readonly url: string;
@@ -11,13 +12,9 @@ export interface ManagementTarget {
  * The management URL and token a CLI command uses: `--token`, else $BATCHSERVE_TOKEN, else
  * the key file (`--token-file`, or ./batchserve.key where `serve` writes it by default).
  */
-export async function managementTarget(options: {
-  url: string;
-  token?: string;
-  tokenFile?: string;
-}): Promise<ManagementTarget> {
+export async function managementTarget(options: ManagementTargetOptions): Promise<ManagementTarget> {
   const token = options.token ?? process.env.BATCHSERVE_TOKEN ?? (await readToken(options.tokenFile));
-  return { url: options.url.replace(/\/+$/, ''), token };
+  return { url: options.managementUrl.replace(/\/+$/, ''), token };
 }
 
 async function readToken(file: string | undefined): Promise<string | undefined> {

@@ -1,3 +1,4 @@
+import type { Command } from 'commander';
 import { parseDuration } from '../config/schema-kit.js';
 import { UsageError } from '../errors.js';
 
@@ -29,4 +30,21 @@ export function durationOption(value: string, flag: string): number {
   if (parsed === undefined)
     throw new UsageError(`${flag}: expected a duration such as 0, 500us, 2ms, 10s, got "${value}"`);
   return parsed;
+}
+
+/** Where a management client command finds the server, and how it prints. */
+export interface ManagementTargetOptions {
+  managementUrl: string;
+  token?: string;
+  tokenFile?: string;
+  json: boolean;
+}
+
+/** The flags every management API client command takes. */
+export function withManagementTarget(command: Command): Command {
+  return command
+    .option('--management-url <url>', "the server's management API", 'http://127.0.0.1:8081')
+    .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else ./batchserve.key)')
+    .option('--token-file <path>', 'file holding the management bearer token')
+    .option('--json', 'print the answer as JSON', false);
 }

@@ -109,3 +109,49 @@ test('batchserve canary start, status, rollback and promote drive the management
   assert.equal(unreachable.code, 1);
   assert.match(unreachable.stderr, /cannot reach the management API/);
 });
+
+test('batchserve traffic show, set and clear drive the management API', async (t) => {
+  const root = await tempDir(t);
+  const v1 = await packAffine(join(root, 'v1'), { version: '1' });
+  const v2 = await packAffine(join(root, 'v2'), { version: '2', offset: 2 });
+  const server = await startTestServer(t, { models: [`affine=${v1}`, `affine=${v2}`] });
+  const target = ['--management-url', server.urls.management, '--token', 'test-token'];
+
+  const shown = await cli(['traffic', 'show', 'affine', ...target]);
+  assert.equal(shown.code, 0, shown.stderr);
+  assert.match(shown.stdout, /^affine: default version 2; loaded 1 \(ready\), 2 \(ready\)\nsplit: none/);
+
+  const set = await cli([
+    'traffic',
+    'set',
+    'affine',
+    '--split',
+    '1=90,2=10',
+    '--sticky-key',
+    'header:X-User-Id',
+    '--shadow',
+    '2',
+    ...target,
+  ]);
+  assert.equal(set.code, 0, set.stderr);
+  assert.match(
+    set.stdout,
+    /split: 1 90%, 2 10% \(sticky on header:X-User-Id\)\nshadow: version 2 \(tolerance 0\.00001\)/,
+  );
+  const json = JSON.parse((await cli(['traffic', 'show', 'affine', '--json', ...target])).stdout);
+  assert.deepEqual(json.split, { '1': 90, '2': 10 });
+  assert.equal(json.traffic.sticky_key, 'header:X-User-Id');
+
+  const bad = await cli(['traffic', 'set', 'affine', '--split', '1:90', ...target]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /^batchserve: --split: expected version=weight, got "1:90" \[BS_ERR_USAGE\]\n$/);
+  const unknown = await cli(['traffic', 'set', 'affine', '--split', '7=1', ...target]);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /answered 400 BS_ERR_CONFIG_INVALID: .*version "7" of affine is not loaded/);
+  assert.equal((await cli(['traffic', 'set', 'affine', ...target])).code, 2, 'set needs a flag');
+
+  const cleared = await cli(['traffic', 'clear', 'affine', ...target]);
+  assert.equal(cleared.code, 0, cleared.stderr);
+  assert.match(cleared.stdout, /split: none/);
+  assert.doesNotMatch(cleared.stdout, /shadow/);
+});
