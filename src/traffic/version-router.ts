@@ -66,12 +66,13 @@ export class VersionRouter {
   }
 
   route(name: string, req: IncomingMessage, url: URL): LoadedModel {
-    const split = this.#routes.get(name)?.split;
+    const route = this.#routes.get(name);
+    const split = route?.split;
     if (split === undefined) return this.repository.get(name);
     let total = 0;
     for (const entry of split) if (this.#ready(name, entry.version)) total += entry.weight;
     if (total === 0) return this.repository.get(name);
-    const sticky = this.#routes.get(name)?.sticky;
+    const sticky = route?.sticky;
     const key = sticky === undefined ? undefined : stickyKeyOf(sticky, req, url);
     let point = (key === undefined ? Math.random() : stickyPoint(key)) * total;
     let last: LoadedModel | undefined;
