@@ -104,6 +104,12 @@ export class ServerMetrics {
     labelNames: ['model', 'version'],
     registers: [this.registry],
   });
+  readonly #canaryWeight = new Gauge({
+    name: 'batchserve_canary_weight',
+    help: "The canary candidate's share of its model's traffic: each step while it runs, 100 once promoted, 0 once rolled back, in percent.",
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
   readonly #shadowRequests = new Counter({
     name: 'batchserve_shadow_requests_total',
     help: 'Requests mirrored to a shadow version, by outcome: agree, disagree (answers differ) or failed (the shadow erred), in requests.',
@@ -197,6 +203,10 @@ export class ServerMetrics {
 
   instanceRestarted(model: string, version: string): void {
     this.#instanceRestarts.labels(model, version).inc();
+  }
+
+  canaryWeight(model: string, candidate: string, percent: number): void {
+    this.#canaryWeight.labels(model, candidate).set(percent);
   }
 
   /** One mirrored request: whether the shadow `version` agreed with the serving version, and how long it took. */

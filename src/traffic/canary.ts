@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { formatDuration, parseDuration } from '../config/schema-kit.js';
 import { CanaryConflictError, CanaryNotFoundError, UsageError } from '../errors.js';
+import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { VersionRouter } from './version-router.js';
@@ -92,6 +93,7 @@ interface RunningCanary {
 export interface CanaryDependencies {
   readonly repository: ModelRepository;
   readonly router: VersionRouter;
+  readonly metrics: ServerMetrics;
   /** Called after every change of a canary, to persist it. */
   readonly changed: () => void;
   readonly logger: Logger;
@@ -289,6 +291,7 @@ export class CanaryController {
     const winner = state === 'promoted' ? record.candidate : record.stable;
     if (repository.peek(record.model, winner)) repository.setDefault(record.model, winner);
     router.setCanarySplit(record.model, undefined);
+    this.deps.metrics.canaryWeight(record.model, record.candidate, weightOf(record));
     this.#push(record, { event: state, reason, ...figures });
     this.deps.logger[state === 'promoted' ? 'info' : 'warn'](
       { model: record.model, stable: record.stable, candidate: record.candidate, reason },
@@ -305,6 +308,7 @@ export class CanaryController {
   #applySplit(record: CanaryRecord): void {
     const weight = weightOf(record);
     this.deps.router.setCanarySplit(record.model, { [record.stable]: 100 - weight, [record.candidate]: weight });
+    this.deps.metrics.canaryWeight(record.model, record.candidate, weight);
   }
 
   #push(record: CanaryRecord, event: Omit<CanaryEvent, 'at' | 'weight'>): void {

@@ -48,6 +48,7 @@ export class TrafficControl {
     this.#canaries = new CanaryController({
       repository: options.repository,
       router: this.router,
+      metrics: options.metrics,
       logger: options.logger,
       changed: () => void this.#save(),
     });

@@ -181,6 +181,7 @@ test('a healthy canary steps up to 100 % and is promoted to the default', async 
     ['started@20', 'advanced@50', 'advanced@100', 'promoted@100'],
   );
   assert.equal(ended.weight, 100);
+  assert.equal(await metric(server, 'batchserve_canary_weight', { model: 'affine', version: '2' }), 100);
   assert.equal((await manage(server, '/models/affine/traffic')).body.default_version, '2');
   for (let index = 0; index < 5; index++) assert.equal(await ask(server), '2');
 });
@@ -200,6 +201,7 @@ test('rollback takes effect for the very next request; status shows live figures
   assert.equal((await manage(server, '/models/affine/traffic', 'PUT', { split: { '1': 1 } })).status, 409);
   assert.equal(await ask(server), '2');
   assert.equal(await ask(server), '2');
+  assert.equal(await metric(server, 'batchserve_canary_weight', { model: 'affine', version: '2' }), 100);
   const live = (await manage(server, '/models/affine/canary')).body;
   assert.equal(live.live['2'].requests, 2);
   assert.equal(live.live['2'].errors, 0);
@@ -209,6 +211,7 @@ test('rollback takes effect for the very next request; status shows live figures
   assert.equal(rolledBack.status, 200);
   assert.equal(rolledBack.body.state, 'rolled_back');
   assert.equal(rolledBack.body.reason, 'rolled back by request');
+  assert.equal(await metric(server, 'batchserve_canary_weight', { model: 'affine', version: '2' }), 0);
   assert.equal(await ask(server), '1');
   assert.equal((await manage(server, '/models/affine/canary/rollback', 'POST')).status, 409);
   for (const bad of [
