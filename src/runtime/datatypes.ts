@@ -85,3 +85,18 @@ export function allocateTensorData(type: Tensor.Type, length: number): Tensor.Da
 export function bytesPerElement(type: NumericOrtType): number {
   return TYPED_ARRAY_OF[type].BYTES_PER_ELEMENT;
 }
+
+/**
+ * The tensor data that `bytes` hold, as the typed array onnxruntime expects for `type`: a
+ * view when the bytes are aligned for it, else a copy.
+ */
+export function tensorDataFromBytes(type: NumericOrtType, bytes: Uint8Array): Exclude<Tensor.DataType, string[]> {
+  const TypedArray = TYPED_ARRAY_OF[type] as unknown as new (
+    buffer: ArrayBufferLike,
+    byteOffset: number,
+    length: number,
+  ) => Exclude<Tensor.DataType, string[]>;
+  const size = TYPED_ARRAY_OF[type].BYTES_PER_ELEMENT;
+  const aligned = bytes.byteOffset % size === 0 ? bytes : bytes.slice();
+  return new TypedArray(aligned.buffer, aligned.byteOffset, aligned.byteLength / size);
+}
