@@ -78,6 +78,12 @@ export class ModelRepository {
       versions.set(model.version, model);
       this.models.set(model.name, versions);
       await this.applyLatest(model);
+      if (overrides.keepDefault && current !== undefined && !versions.has(current)) {
+        // The policy evicted the default: the newest of the versions that were serving takes
+        // over, still not the one just loaded.
+        const successor = this.versions(model.name).findLast((loaded) => loaded !== model);
+        if (successor) this.defaults.set(model.name, successor.version);
+      }
       this.failures.delete(key);
       return model;
     } catch (error) {

@@ -169,3 +169,27 @@ test('v2 repository load by name loads the store versions the policy keeps', asy
   assert.equal((await load('other')).status, 200);
   assert.equal((await load('missing')).status, 404);
 });
+
+test('under latest: 2, registering a version that evicts the default moves the default to a serving version, not the new one', async (t) => {
+  const dir = await tempDir(t);
+  const store = join(dir, 'store');
+  const v2 = await packVersion(dir, join(dir, 'elsewhere'), '2');
+  const v3 = await packVersion(dir, join(dir, 'elsewhere'), '3');
+  await packVersion(dir, store, '4');
+  const server = await startTestServer(t, {
+    models: [`affine=${v2}`, `affine=${v3}`],
+    model_store: store,
+    model_policies: { affine: { version_policy: { latest: 2 }, default_version: '2' } },
+  });
+  const served = async (): Promise<string> =>
+    (await call(`${server.urls.inference}/v2/models/affine/infer`, { body: affineRequest([[1, 1, 1, 1]]) })).body
+      .model_version;
+  assert.equal(await served(), '2');
+  const registered = await call(`${server.urls.management}/models?url=affine-v4.mar`, {
+    method: 'POST',
+    headers: AUTH,
+  });
+  assert.equal(registered.status, 200, JSON.stringify(registered.body));
+  assert.deepEqual(await versionsOf(server.urls.inference), ['3', '4']);
+  assert.equal(await served(), '3', 'version 4 takes traffic only when made the default');
+});
