@@ -115,7 +115,14 @@ export class TrafficControl {
   }
 
   async startCanary(name: string, raw: unknown): Promise<CanaryStatus> {
-    const status = this.#canaries.start(name, parseCanarySettings(raw));
+    const settings = parseCanarySettings(raw);
+    // The configured split would take over again when the canary ends, undoing its verdict.
+    if (this.router.traffic(name)?.split) {
+      throw new CanaryConflictError(
+        `model ${name} has a traffic split; clear it (batchserve traffic clear ${name}) before starting a canary`,
+      );
+    }
+    const status = this.#canaries.start(name, settings);
     await this.#save();
     return status;
   }

@@ -434,6 +434,9 @@ test('traffic through the management API: set, validated, sticky on a query para
   );
 
   assert.equal((await set({ split: { '1': 1 } })).status, 200);
+  const refused = await manage(server, '/models/affine/canary', 'POST', { version: '2' });
+  assert.equal(refused.status, 409, 'a canary would hand the model back to the split when it ends');
+  assert.match(refused.body.error, /has a traffic split; clear it/);
   await server.close();
   const restarted = await twoVersions(t, { root, config: { state_file: stateFile } });
   assert.deepEqual((await manage(restarted.server, '/models/affine/traffic')).body.split, { '1': 1 });
