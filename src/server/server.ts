@@ -14,6 +14,7 @@ import { matchRoute, sendError, type Route } from './http.js';
 import { inferenceRoutes, servedModel } from './inference-api.js';
 import { managementRoutes } from './management-api.js';
 import type { ServerConfig } from './server-config.js';
+import { RoutingStateFile } from '../traffic/routing-state.js';
 import { TrafficControl } from '../traffic/traffic-control.js';
 
 export interface StartOptions {
@@ -72,14 +73,17 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   };
 
   try {
+    const stateFile = new RoutingStateFile(resolve(config.state_file));
+    const saved = await stateFile.read();
     const { loaded: startupArchives, failures: startupFailures } = await loadStartupModels(config, repository, logger);
     const { token, keyFile } = await managementToken(config, logger);
-    const control = await TrafficControl.open({
+    const control = TrafficControl.open({
       repository,
       metrics,
       logger,
       policies: config.model_policies ?? {},
-      stateFile: resolve(config.state_file),
+      stateFile,
+      saved,
     });
     traffic = control;
 

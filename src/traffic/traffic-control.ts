@@ -5,7 +5,8 @@ import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import { CanaryController, parseCanarySettings, type CanaryStatus } from './canary.js';
-import { RoutingStateFile, type ModelRouting } from './routing-state.js';
+import type { RoutingStateFile } from './routing-state.js';
+import { type ModelRouting } from './routing-state.js';
 import { answersAgree } from './shadow-compare.js';
 import { trafficProblems, trafficSpec, type ModelPolicy, type TrafficPolicy } from './traffic-policy.js';
 import { VersionRouter } from './version-router.js';
@@ -25,7 +26,9 @@ export interface TrafficControlOptions {
   readonly metrics: ServerMetrics;
   readonly logger: Logger;
   readonly policies: Readonly<Record<string, ModelPolicy>>;
-  readonly stateFile: string;
+  readonly stateFile: RoutingStateFile;
+  /** What the state file held at start, read before the models load so a broken one fails fast. */
+  readonly saved: ReadonlyMap<string, ModelRouting>;
 }
 
 /**
@@ -43,7 +46,7 @@ export class TrafficControl {
 
   private constructor(options: TrafficControlOptions) {
     this.#options = options;
-    this.#file = new RoutingStateFile(options.stateFile);
+    this.#file = options.stateFile;
     this.router = new VersionRouter(options.repository);
     this.#canaries = new CanaryController({
       repository: options.repository,
@@ -54,11 +57,14 @@ export class TrafficControl {
     });
   }
 
-  /** Applies server.yaml's policies, then the state file's run-time changes over them. */
-  static async open(options: TrafficControlOptions): Promise<TrafficControl> {
+  /**
+   * Applies server.yaml's policies, then the state file's run-time changes over them. Opened
+   * once the start-up models are loaded, so a resumed canary never judges a version that is
+   * still loading.
+   */
+  static open(options: TrafficControlOptions): TrafficControl {
     const control = new TrafficControl(options);
-    const saved = await control.#file.read();
-    const { repository } = options;
+    const { repository, saved } = options;
     for (const name of new Set([...Object.keys(options.policies), ...saved.keys()])) {
       control.#known.add(name);
       const policy = options.policies[name];

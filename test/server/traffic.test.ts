@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { runLoad } from '../../src/bench/load-generator.js';
@@ -444,4 +444,18 @@ test('traffic through the management API: set, validated, sticky on a query para
   const cleared = await manage(restarted.server, '/models/affine/traffic', 'PUT', {});
   assert.equal(cleared.body.split, null);
   assert.equal(await ask(restarted.server), '2', 'without a split the default (highest) answers');
+});
+
+test('a broken state file stops the start before any model loads, naming the file', async (t) => {
+  const root = await tempDir(t);
+  const stateFile = join(root, 'state.json');
+  await writeFile(stateFile, '{"format": 1, "models": {"affine": {"traffic": {"split": {"1": -5}}}}}');
+  await assert.rejects(
+    startTestServer(t, { models: [`affine=${join(root, 'not-there.mar')}`], state_file: stateFile }),
+    (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'BS_ERR_CONFIG_INVALID');
+      assert.match(error.message, /state\.json.*split\.1: expected a value ≥ 0/);
+      return true;
+    },
+  );
 });
