@@ -107,34 +107,12 @@ test('serve refuses bad start-up input with one line and a non-zero exit', async
   const nothing = await run([]);
   assert.equal(nothing.code, 2);
   assert.match(nothing.stderr, /nothing to serve/);
-  const missing = await run([
-    '--models',
-    `x=${join(dir, 'missing.mar')}`,
-    '--port',
-    '0',
-    '--management-port',
-    '0',
-    '--metrics-port',
-    '0',
-    '--no-auth',
-    '--log-level',
-    'silent',
-  ]);
+  // Free ports, no token file, no logs: only the refusal on stderr.
+  const quiet = ['--port', '0', '--management-port', '0', '--metrics-port', '0', '--no-auth', '--log-level', 'silent'];
+  const missing = await run(['--models', `x=${join(dir, 'missing.mar')}`, ...quiet]);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /BS_ERR_INPUT_FILE/);
-  const wrongName = await run([
-    '--models',
-    `other=${await packAffine(dir)}`,
-    '--port',
-    '0',
-    '--management-port',
-    '0',
-    '--metrics-port',
-    '0',
-    '--no-auth',
-    '--log-level',
-    'silent',
-  ]);
+  const wrongName = await run(['--models', `other=${await packAffine(dir)}`, ...quiet]);
   assert.equal(wrongName.code, 2);
   assert.match(wrongName.stderr, /holds model "affine"/);
   const badPort = await run(['--models', 'a=b.mar', '--port', 'eighty']);

@@ -244,10 +244,7 @@ test('shadow comparisons: counts by outcome, agreement ratio over compared answe
   }
   const families = await scrape(metrics);
   const value = (name: string, labels: Record<string, string>): number | undefined =>
-    [...families.values()]
-      .flatMap((family) => family.samples)
-      .find((sample) => sample.name === name && Object.entries(labels).every(([k, v]) => sample.labels[k] === v))
-      ?.value;
+    samplesOf(families, name, labels)[0]?.value;
   assert.equal(value('batchserve_shadow_requests_total', { version: '2', result: 'agree' }), 3);
   assert.equal(value('batchserve_shadow_requests_total', { version: '2', result: 'failed' }), 1);
   assert.equal(value('batchserve_shadow_agreement_ratio', { model: 'm', version: '2' }), 0.75);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseExposition } from '../metrics/prometheus-text.js';
-import { affine, affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
+import { samplesOf } from '../metrics/prometheus-text.js';
+import { affine, affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 
 test('an instance whose worker dies is replaced: its request fails alone, the next ones are answered', async (t) => {
@@ -27,11 +27,8 @@ test('an instance whose worker dies is replaced: its request fails alone, the ne
     [200, 200, 200],
   );
   assert.deepEqual(after[2]?.body.outputs[0].data, affine([[3, 0, 0, 0]]));
-  const families = parseExposition(((await call(`${server.urls.metrics}/metrics`)).body as Buffer).toString('utf8'));
-  const restarts = families
-    .get('batchserve_instance_restarts_total')
-    ?.samples.find((sample) => sample.labels.model === 'affine')?.value;
-  assert.equal(restarts, 1);
+  const [restarts] = samplesOf(await scrapeMetrics(server), 'batchserve_instance_restarts_total', { model: 'affine' });
+  assert.equal(restarts?.value, 1);
   assert.equal(server.repository.get('affine').instances.length, 1);
   await server.repository.unload('affine');
 });

@@ -5,8 +5,15 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { runLoad } from '../../src/bench/load-generator.js';
 import type { BatchServer } from '../../src/server/server.js';
-import { parseExposition } from '../metrics/prometheus-text.js';
-import { affineRequest, call, packAffine, startTestServer, type JsonAnswer } from '../fixtures/server.js';
+import { samplesOf } from '../metrics/prometheus-text.js';
+import {
+  affineRequest,
+  call,
+  packAffine,
+  scrapeMetrics,
+  startTestServer,
+  type JsonAnswer,
+} from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 
 const ROW = [1, 2, 3, 4];
@@ -52,13 +59,8 @@ function manage(server: BatchServer, path: string, method = 'GET', body?: unknow
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
 /** One sample's value from a fresh scrape; undefined when the series is absent. */
-async function metric(server: BatchServer, name: string, labels: Record<string, string>): Promise<number | undefined> {
-  const families = parseExposition(((await call(`${server.urls.metrics}/metrics`)).body as Buffer).toString('utf8'));
-  const family = families.get(name.replace(/_(total|count|sum|bucket)$/, '')) ?? families.get(name);
-  return family?.samples.find(
-    (sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value),
-  )?.value;
-}
+const metric = async (server: BatchServer, name: string, labels: Record<string, string>): Promise<number | undefined> =>
+  samplesOf(await scrapeMetrics(server), name, labels)[0]?.value;
 
 /** Sends unversioned requests until `done` says stop (or `ms` pass); returns the versions that answered. */
 async function drive(server: BatchServer, done: () => Promise<boolean>, ms: number): Promise<string[]> {
