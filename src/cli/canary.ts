@@ -1,6 +1,6 @@
 import type { CanaryStatus } from '../traffic/canary.js';
 import { createTable } from './format.js';
-import { callManagement, managementTarget } from './management-client.js';
+import { callManagement, managementTarget, printAnswer } from './management-client.js';
 import { integerOption, type ManagementTargetOptions } from './options.js';
 
 export interface CanaryCommandOptions extends ManagementTargetOptions {
@@ -20,21 +20,22 @@ export async function runCanary(
 ): Promise<void> {
   const target = await managementTarget(options);
   const path = `/models/${encodeURIComponent(model)}/canary`;
-  const status = (
-    action === 'status'
-      ? await callManagement(target, 'GET', path)
-      : action === 'start'
-        ? await callManagement(target, 'POST', path, {
-            version: options.version,
-            steps: options.steps,
-            interval: options.interval,
-            max_error_rate: options.maxErrorRate,
-            ...(options.maxP99 !== undefined ? { max_p99: options.maxP99 } : {}),
-            min_requests: integerOption(options.minRequests ?? '10', '--min-requests', 1),
-          })
-        : await callManagement(target, 'POST', `${path}/${action}`)
-  ) as CanaryStatus;
-  process.stdout.write(options.json ? `${JSON.stringify(status, null, 2)}\n` : renderCanaryStatus(status));
+  let status: unknown;
+  if (action === 'status') status = await callManagement(target, 'GET', path);
+  else if (action === 'start') status = await callManagement(target, 'POST', path, startBody(options));
+  else status = await callManagement(target, 'POST', `${path}/${action}`);
+  printAnswer(status as CanaryStatus, options.json, renderCanaryStatus);
+}
+
+function startBody(options: CanaryCommandOptions): Record<string, unknown> {
+  return {
+    version: options.version,
+    steps: options.steps,
+    interval: options.interval,
+    max_error_rate: options.maxErrorRate,
+    ...(options.maxP99 !== undefined ? { max_p99: options.maxP99 } : {}),
+    min_requests: integerOption(options.minRequests ?? '10', '--min-requests', 1),
+  };
 }
 
 export function renderCanaryStatus(status: CanaryStatus): string {

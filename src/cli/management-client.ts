@@ -61,3 +61,8 @@ export async function callManagement(
   }
   return answer;
 }
+
+/** Prints a management answer: JSON for scripts with `--json`, else rendered for people. */
+export function printAnswer<T>(answer: T, json: boolean, render: (answer: T) => string): void {
+  process.stdout.write(json ? `${JSON.stringify(answer, null, 2)}\n` : render(answer));
+}

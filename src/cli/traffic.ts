@@ -1,6 +1,6 @@
 import { UsageError } from '../errors.js';
 import type { TrafficView } from '../traffic/traffic-control.js';
-import { callManagement, managementTarget } from './management-client.js';
+import { callManagement, managementTarget, printAnswer } from './management-client.js';
 import type { ManagementTargetOptions } from './options.js';
 
 export interface TrafficCommandOptions extends ManagementTargetOptions {
@@ -18,12 +18,11 @@ export async function runTraffic(
 ): Promise<void> {
   const target = await managementTarget(options);
   const path = `/models/${encodeURIComponent(model)}/traffic`;
-  const view = (
+  const view =
     action === 'show'
       ? await callManagement(target, 'GET', path)
-      : await callManagement(target, 'PUT', path, action === 'clear' ? {} : trafficBody(options))
-  ) as TrafficView;
-  process.stdout.write(options.json ? `${JSON.stringify(view, null, 2)}\n` : renderTraffic(view));
+      : await callManagement(target, 'PUT', path, action === 'clear' ? {} : trafficBody(options));
+  printAnswer(view as TrafficView, options.json, renderTraffic);
 }
 
 function trafficBody(options: TrafficCommandOptions): Record<string, unknown> {
