@@ -1,4 +1,5 @@
 import { rm } from 'node:fs/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { ArchiveManifest } from '../archive/manifest.js';
 import { Batcher, type BatchingPolicy, type SubmitOptions, type SubmitResult } from '../batching/batcher.js';
@@ -202,7 +203,7 @@ export class LoadedModel {
         return;
       } catch (restartError) {
         logger?.error({ ...where, attempt, err: String(restartError) }, 'instance restart failed');
-        await new Promise((resolve) => setTimeout(resolve, attempt * 1000).unref());
+        await delay(attempt * 1000, undefined, { ref: false });
       }
     }
   }

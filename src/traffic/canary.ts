@@ -111,9 +111,9 @@ export class CanaryController {
 
   constructor(private readonly deps: CanaryDependencies) {}
 
-  /** Every canary, running or ended, for persisting. */
-  records(): CanaryRecord[] {
-    return [...this.#records.values()];
+  /** The model's canary, running or ended, as it is persisted. */
+  recordOf(name: string): CanaryRecord | undefined {
+    return this.#records.get(name);
   }
 
   isRunning(name: string): boolean {

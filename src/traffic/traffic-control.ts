@@ -82,7 +82,7 @@ export class TrafficControl {
     const { repository } = this.#options;
     const versions = repository.versions(name);
     if (versions.length === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
-    const canary = this.#canaries.records().find((record) => record.model === name);
+    const canary = this.#canaries.recordOf(name);
     return {
       model: name,
       default_version: repository.defaultVersion(name) ?? null,
@@ -195,7 +195,7 @@ export class TrafficControl {
     for (const name of [...this.#known].sort()) {
       const defaultVersion = repository.chosenDefault(name);
       const traffic = this.router.traffic(name);
-      const canary = this.#canaries.records().find((record) => record.model === name);
+      const canary = this.#canaries.recordOf(name);
       if (defaultVersion === undefined && traffic === undefined && canary === undefined) continue;
       state.set(name, {
         ...(defaultVersion !== undefined ? { default_version: defaultVersion } : {}),

@@ -107,8 +107,6 @@ export class VersionRouter {
       this.#routes.delete(name);
       return;
     }
-    const stickyKey = traffic?.sticky_key;
-    const at = stickyKey?.indexOf(':') ?? -1;
     this.#routes.set(name, {
       split:
         split === undefined
@@ -116,18 +114,19 @@ export class VersionRouter {
           : Object.entries(split)
               .map(([version, weight]) => ({ version, weight }))
               .sort((a, b) => compareVersions(a.version, b.version)),
-      sticky:
-        stickyKey === undefined
-          ? undefined
-          : {
-              from: stickyKey.slice(0, at) as StickyKey['from'],
-              name:
-                stickyKey.slice(0, at) === 'header' ? stickyKey.slice(at + 1).toLowerCase() : stickyKey.slice(at + 1),
-            },
+      sticky: traffic?.sticky_key === undefined ? undefined : parseStickyKey(traffic.sticky_key),
       shadow: traffic?.shadow,
       shadowTolerance: traffic?.shadow_tolerance ?? 0,
     });
   }
+}
+
+/** `header:X-User-Id` or `query:user`, validated by the traffic schema already. */
+function parseStickyKey(spec: string): StickyKey {
+  const at = spec.indexOf(':');
+  const from = spec.slice(0, at) as StickyKey['from'];
+  const name = spec.slice(at + 1);
+  return { from, name: from === 'header' ? name.toLowerCase() : name };
 }
 
 function stickyKeyOf(sticky: StickyKey, req: IncomingMessage, url: URL): string | undefined {
