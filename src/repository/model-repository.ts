@@ -5,7 +5,7 @@ import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ModelPolicy, VersionPolicy } from '../traffic/traffic-policy.js';
 import { loadModelArchive } from './load-archive.js';
 import type { LoadedModel } from './loaded-model.js';
-import { readArchiveIdentity, readStoreCatalog, type StoreCatalog } from './store-catalog.js';
+import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity, type StoreCatalog } from './store-catalog.js';
 import { compareVersions, describeVersionPolicy, selectVersions } from './version-policy.js';
 
 export interface RepositoryOptions {
@@ -143,17 +143,32 @@ export class ModelRepository {
           : 'the server has no model store (--model-store)',
       );
     }
+    const serving = this.has(name);
+    const { kept } = this.selectOffered(name, offered);
+    const added: LoadedModel[] = [];
+    for (const archive of kept.sort((a, b) => compareVersions(a.version, b.version))) {
+      // One archive per version: a second with the same version would only conflict.
+      if (added.some((model) => model.version === archive.version)) continue;
+      added.push(await this.load(archive.path, { keepDefault: serving }));
+    }
+    return added;
+  }
+
+  /**
+   * Which offered archives of a model its version policy keeps, counting the versions loaded
+   * already (those are not offered again), and which it excludes; both in offered order.
+   */
+  selectOffered<T extends ArchiveIdentity>(name: string, offered: readonly T[]): { kept: T[]; excluded: T[] } {
     const loaded = new Set(this.models.get(name)?.keys());
     const { kept } = selectVersions(this.versionPolicy(name), [
       ...loaded,
       ...offered.map((archive) => archive.version),
     ]);
-    const added: LoadedModel[] = [];
-    for (const version of kept) {
-      const archive = offered.find((candidate) => candidate.version === version);
-      if (archive && !loaded.has(version)) added.push(await this.load(archive.path, { keepDefault: loaded.size > 0 }));
-    }
-    return added;
+    const keep = new Set(kept);
+    return {
+      kept: offered.filter((archive) => keep.has(archive.version) && !loaded.has(archive.version)),
+      excluded: offered.filter((archive) => !keep.has(archive.version)),
+    };
   }
 
   /** A loaded version, or the default one when `version` is undefined. */

@@ -9,7 +9,7 @@ import { BatchserveError, UsageError } from '../errors.js';
 import { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelRepository } from '../repository/model-repository.js';
 import { readArchiveIdentity, type ArchiveIdentity } from '../repository/store-catalog.js';
-import { describeVersionPolicy, selectVersions } from '../repository/version-policy.js';
+import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
 import { inferenceRoutes, servedModel } from './inference-api.js';
 import { managementRoutes } from './management-api.js';
@@ -244,16 +244,15 @@ async function loadStartupModels(
 
   const excluded = new Set<ArchiveIdentity>();
   for (const name of new Set(offered.map((archive) => archive.name))) {
-    const policy = repository.versionPolicy(name);
-    const versions = offered.filter((archive) => archive.name === name);
-    const selection = selectVersions(
-      policy,
-      versions.map((archive) => archive.version),
+    const policy = describeVersionPolicy(repository.versionPolicy(name));
+    const selection = repository.selectOffered(
+      name,
+      offered.filter((archive) => archive.name === name),
     );
-    for (const archive of versions.filter((candidate) => selection.excluded.includes(candidate.version))) {
+    for (const archive of selection.excluded) {
       excluded.add(archive);
       logger.info(
-        { model: name, version: archive.version, archive: archive.path, policy: describeVersionPolicy(policy) },
+        { model: name, version: archive.version, archive: archive.path, policy },
         'skipped by version policy',
       );
     }
