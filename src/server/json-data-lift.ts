@@ -87,7 +87,8 @@ function findNumericDataSpans(body: Buffer, length: number): NumericSpan[] {
       at++;
       continue;
     }
-    if (body.compare(DATA_KEY, 0, DATA_KEY.length, at, at + DATA_KEY.length) === 0) {
+    // Bounded by the header's length: the key must fit inside it, and bytes past it may be binary tensor data.
+    if (at + DATA_KEY.length <= length && body.compare(DATA_KEY, 0, DATA_KEY.length, at, at + DATA_KEY.length) === 0) {
       const span = numericArrayAfterKey(body, at + DATA_KEY.length, length);
       if (span) {
         if (span.end - span.start >= MIN_SPAN_BYTES) spans.push(span);

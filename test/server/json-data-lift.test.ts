@@ -2,17 +2,35 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { TensorSpec } from '../../src/config/model-config.js';
+import { NumericSpan, parseHeaderLiftingData } from '../../src/server/json-data-lift.js';
 import { decodeInferRequest } from '../../src/server/v2-codec.js';
 
 /** The long-array fast path must read exactly what JSON.parse then Float32Array would. */
 const reference = (numbers: readonly string[]): Float32Array =>
   Float32Array.from(JSON.parse(`[${numbers.join(',')}]`) as number[]);
 
-function decode(numbers: readonly string[], datatype = 'FP32', extra = ''): ArrayLike<unknown> {
+/** Which way the header parser took the input's data: lifted out as bytes, or parsed by JSON.parse. */
+function decodedPath(body: Buffer): 'lifted' | 'parsed' {
+  const header = parseHeaderLiftingData(body, body.length) as { inputs: { data: unknown }[] };
+  return header.inputs[0]?.data instanceof NumericSpan ? 'lifted' : 'parsed';
+}
+
+/**
+ * Decodes one input `x` of the given numbers. `expectPath` says which path must have read the
+ * data: the JSON.parse fallback gives the same values, so without it a broken fast path that
+ * never runs would pass every comparison below.
+ */
+function decode(
+  numbers: readonly string[],
+  datatype = 'FP32',
+  extra = '',
+  expectPath: 'lifted' | 'parsed' = 'lifted',
+): ArrayLike<unknown> {
   const spec: TensorSpec = { name: 'x', datatype: datatype as TensorSpec['datatype'], shape: [-1, numbers.length] };
   const body = Buffer.from(
     `{"id": "a \\"data\\": [1, 2] string"${extra}, "inputs": [{"name": "x", "datatype": "${datatype}", "shape": [1, ${numbers.length}], "data": [${numbers.join(', ')}]}]}`,
   );
+  assert.equal(decodedPath(body), expectPath, `the ${expectPath} path should read this data`);
   return decodeInferRequest(body, undefined, [spec]).inputs.x?.data as ArrayLike<unknown>;
 }
 
@@ -116,4 +134,34 @@ test('malformed numbers in a long array are refused as not JSON, like JSON.parse
     assert.throws(() => decode(numbers), { code: 'BS_ERR_INFERENCE_INPUT', message: /not JSON/ }, JSON.stringify(bad));
   }
   assert.throws(() => decode([...padded(['1']), '']), { code: 'BS_ERR_INFERENCE_INPUT' }, 'trailing comma');
+});
+
+test('short, nested or non-numeric data is left to JSON.parse, with the same values', () => {
+  const short = ['1.5', '2', '-3'];
+  assertSameBits(decode(short, 'FP32', '', 'parsed'), reference(short), 'short');
+  const nestedBody = Buffer.from(
+    `{"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 300], "data": [[${padded([]).slice(0, 300).join(',')}], [${padded([]).slice(0, 300).join(',')}]]}]}`,
+  );
+  assert.equal(decodedPath(nestedBody), 'parsed');
+  const spec: TensorSpec = { name: 'x', datatype: 'FP32', shape: [-1, 300] };
+  assert.equal(decodeInferRequest(nestedBody, undefined, [spec]).inputs.x?.data.length, 600);
+});
+
+test('a body whose last bytes hold a quote is read, not refused (the key search stays inside the body)', () => {
+  const spec: TensorSpec = { name: 'x', datatype: 'FP32', shape: [-1, 2] };
+  for (const body of [
+    '{"inputs":[],"id":"42"}',
+    '{"id":"4","inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,2]}],"a":""}',
+  ]) {
+    const bytes = Buffer.from(body);
+    assert.deepEqual(parseHeaderLiftingData(bytes, bytes.length), JSON.parse(body), body);
+  }
+  // The header may be followed by binary data: the search must stop at the header's length.
+  const header = '{"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":[1,2]}],"id":"d"}';
+  const withTail = Buffer.concat([Buffer.from(header), Buffer.from('"data": [')]);
+  assert.deepEqual(parseHeaderLiftingData(withTail, header.length), JSON.parse(header));
+  assert.deepEqual(
+    Array.from(decodeInferRequest(Buffer.from(header), undefined, [spec]).inputs.x?.data as Float32Array),
+    [1, 2],
+  );
 });
