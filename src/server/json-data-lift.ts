@@ -65,16 +65,26 @@ export function parseHeaderLiftingData(body: Buffer, length: number): unknown {
       if (span) (input as { data: unknown }).data = span;
     }
   }
-  const restore = (value: unknown): unknown => {
-    const span = spanOf(value);
-    if (span) return span.toArray();
-    if (Array.isArray(value)) value.forEach((item, index) => (value[index] = restore(item)));
-    else if (typeof value === 'object' && value !== null && !(value instanceof NumericSpan)) {
-      for (const [key, item] of Object.entries(value)) (value as Record<string, unknown>)[key] = restore(item);
+  restoreOtherSpans(header, spanOf);
+  return header;
+}
+
+/**
+ * Puts back, as ordinary arrays, lifted arrays that were not an input's data. A loop over an
+ * explicit stack, not recursion: the nesting is the client's to choose.
+ */
+function restoreOtherSpans(header: unknown, spanOf: (value: unknown) => NumericSpan | undefined): void {
+  const pending: unknown[] = [header];
+  for (let container = pending.pop(); container !== undefined; container = pending.pop()) {
+    if (typeof container !== 'object' || container === null || container instanceof NumericSpan) continue;
+    const record = container as Record<string, unknown>;
+    for (const key of Object.keys(record)) {
+      const value = record[key];
+      const span = spanOf(value);
+      if (span) record[key] = span.toArray();
+      else if (typeof value === 'object' && value !== null) pending.push(value);
     }
-    return value;
-  };
-  return restore(header);
+  }
 }
 
 /** Every `"data": [numbers…]` outside strings that is long enough to lift, in document order. */

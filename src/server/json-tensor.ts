@@ -12,8 +12,8 @@ import { fillFloat32FromSpan, NumericSpan } from './json-data-lift.js';
  * - Non-finite floats are the strings "NaN", "Infinity" and "-Infinity", both ways. -0 is
  *   written as 0, as JSON.stringify does; binary outputs keep every bit.
  * - BOOL is true/false; input also takes 0/1. FP16 travels as ordinary numbers.
- * Input data may be flat or nested to any depth; it is read in row-major order and only the
- * element count is checked against the shape.
+ * Input data may be flat or nested as deep as the shape's rank; it is read in row-major order
+ * and only the element count is checked against the shape.
  */
 
 export interface JsonInput {
@@ -52,7 +52,7 @@ export function readJsonTensor(input: JsonInput, given: unknown, maxElements: nu
     throw new InferenceInputError(`input "${input.name}": data must be an array`);
   }
   const { count, datatype } = input;
-  if (count > maxElements) throw countMismatch(input, countElements(data));
+  if (count > maxElements) throw countMismatch(input, countElements(data, input));
   let values: ort.Tensor['data'];
   let filled: number;
   switch (datatype) {
@@ -91,10 +91,16 @@ export function readJsonTensor(input: JsonInput, given: unknown, maxElements: nu
 // Each filler returns how many elements it met. Typed arrays ignore writes past their end,
 // so surplus elements are only counted, and reported once the walk is done.
 
-function fillFloats(data: unknown[], out: Float32Array | Float64Array, at: number, input: JsonInput): number {
+function fillFloats(
+  data: unknown[],
+  out: Float32Array | Float64Array,
+  at: number,
+  input: JsonInput,
+  depth = 1,
+): number {
   for (const value of data) {
     if (typeof value === 'number') out[at++] = value;
-    else if (Array.isArray(value)) at = fillFloats(value, out, at, input);
+    else if (Array.isArray(value)) at = fillFloats(value, out, at, input, deeper(input, depth));
     else {
       out[at] = nonFinite(value, at, input);
       at++;
@@ -103,10 +109,10 @@ function fillFloats(data: unknown[], out: Float32Array | Float64Array, at: numbe
   return at;
 }
 
-function fillHalves(data: unknown[], out: Uint16Array, at: number, input: JsonInput): number {
+function fillHalves(data: unknown[], out: Uint16Array, at: number, input: JsonInput, depth = 1): number {
   for (const value of data) {
     if (typeof value === 'number') out[at++] = floatToHalf(value);
-    else if (Array.isArray(value)) at = fillHalves(value, out, at, input);
+    else if (Array.isArray(value)) at = fillHalves(value, out, at, input, deeper(input, depth));
     else {
       out[at] = floatToHalf(nonFinite(value, at, input));
       at++;
@@ -124,10 +130,11 @@ function fillIntegers(
   input: JsonInput,
   min: number,
   max: number,
+  depth = 1,
 ): number {
   for (const value of data) {
     if (typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max) out[at++] = value;
-    else if (Array.isArray(value)) at = fillIntegers(value, out, at, input, min, max);
+    else if (Array.isArray(value)) at = fillIntegers(value, out, at, input, min, max, deeper(input, depth));
     else throw badElement(input, at, value, `an integer in [${min}, ${max}]`);
   }
   return at;
@@ -139,10 +146,11 @@ function fillBigInts(
   at: number,
   input: JsonInput,
   [min, max]: [bigint, bigint],
+  depth = 1,
 ): number {
   for (const value of data) {
     if (Array.isArray(value)) {
-      at = fillBigInts(value, out, at, input, [min, max]);
+      at = fillBigInts(value, out, at, input, [min, max], deeper(input, depth));
       continue;
     }
     const big =
@@ -159,22 +167,22 @@ function fillBigInts(
   return at;
 }
 
-function fillBools(data: unknown[], out: Uint8Array, at: number, input: JsonInput): number {
+function fillBools(data: unknown[], out: Uint8Array, at: number, input: JsonInput, depth = 1): number {
   for (const value of data) {
     if (value === true || value === 1) out[at++] = 1;
     else if (value === false || value === 0) out[at++] = 0;
-    else if (Array.isArray(value)) at = fillBools(value, out, at, input);
+    else if (Array.isArray(value)) at = fillBools(value, out, at, input, deeper(input, depth));
     else throw badElement(input, at, value, 'true, false, 0 or 1');
   }
   return at;
 }
 
-function fillStrings(data: unknown[], out: string[], at: number, input: JsonInput): number {
+function fillStrings(data: unknown[], out: string[], at: number, input: JsonInput, depth = 1): number {
   for (const value of data) {
     if (typeof value === 'string') {
       if (at < out.length) out[at] = value;
       at++;
-    } else if (Array.isArray(value)) at = fillStrings(value, out, at, input);
+    } else if (Array.isArray(value)) at = fillStrings(value, out, at, input, deeper(input, depth));
     else throw badElement(input, at, value, 'a string');
   }
   return at;
@@ -187,10 +195,24 @@ function nonFinite(value: unknown, at: number, input: JsonInput): number {
   throw badElement(input, at, value, 'a number (or "NaN", "Infinity", "-Infinity")');
 }
 
-function countElements(data: unknown[]): number {
+function countElements(data: unknown[], input: JsonInput, depth = 1): number {
   let count = 0;
-  for (const value of data) count += Array.isArray(value) ? countElements(value) : 1;
+  for (const value of data) count += Array.isArray(value) ? countElements(value, input, deeper(input, depth)) : 1;
   return count;
+}
+
+/**
+ * The depth of an array met inside one at `depth`. Data may be flat or nested up to the
+ * tensor's rank and no deeper, so the walk's recursion is bounded by the shape, never by the
+ * request: 50,000 nested brackets are a 400, not a stack overflow.
+ */
+function deeper(input: JsonInput, depth: number): number {
+  if (depth >= Math.max(1, input.dims.length)) {
+    throw new InferenceInputError(
+      `input "${input.name}": data is nested deeper than its shape [${input.dims.join(', ')}] allows`,
+    );
+  }
+  return depth + 1;
 }
 
 function countMismatch(input: JsonInput, got: number): InferenceInputError {

@@ -647,3 +647,45 @@ test('FP16: every half survives half → float → half, and exact midpoints rou
   ];
   for (const [value, bits] of cases) assert.equal(floatToHalf(value), bits, `${value}`);
 });
+
+test('data nested deeper than the shape is refused as a 400 without recursion the request drives', () => {
+  const spec: TensorSpec = { name: 'x', datatype: 'FP32', shape: [-1, 2] };
+  const deep = `${'['.repeat(50_000)}1${']'.repeat(50_000)}`;
+  for (const datatype of ['FP32', 'FP16', 'INT32', 'INT64', 'BOOL', 'BYTES'] as const) {
+    const first = datatype === 'BYTES' ? '"a"' : '1';
+    const body = Buffer.from(
+      `{"inputs":[{"name":"x","datatype":"${datatype}","shape":[1,2],"data":[${first},${deep}]}]}`,
+    );
+    assert.throws(
+      () => decodeInferRequest(body, undefined, [{ ...spec, datatype }]),
+      { code: 'BS_ERR_INFERENCE_INPUT', message: /nested deeper than its shape \[1, 2\]/ },
+      datatype,
+    );
+  }
+  // One level per axis is fine, flat is fine, one level more is not.
+  const header = (data: string): Buffer =>
+    Buffer.from(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1,2],"data":${data}}]}`);
+  assert.deepEqual(
+    Array.from(decodeInferRequest(header('[[1,2]]'), undefined, [spec]).inputs.x?.data as Float32Array),
+    [1, 2],
+  );
+  assert.deepEqual(
+    Array.from(decodeInferRequest(header('[1,2]'), undefined, [spec]).inputs.x?.data as Float32Array),
+    [1, 2],
+  );
+  assert.throws(() => decodeInferRequest(header('[[[1,2]]]'), undefined, [spec]), { code: 'BS_ERR_INFERENCE_INPUT' });
+  // The element count walk on an oversized shape is bounded the same way.
+  const huge = Buffer.from(`{"inputs":[{"name":"x","datatype":"FP32","shape":[1000000,2],"data":[${deep}]}]}`);
+  assert.throws(() => decodeInferRequest(huge, undefined, [spec]), { code: 'BS_ERR_INFERENCE_INPUT' });
+});
+
+test('deep nesting elsewhere in a body with a lifted data array is read, not a stack overflow', () => {
+  const spec: TensorSpec = { name: 'x', datatype: 'FP32', shape: [-1, 400] };
+  const row = Array.from({ length: 400 }, (_, i) => i / 8);
+  const deepParameter = `${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)}`;
+  const body = Buffer.from(
+    `{"parameters":{"deep":${deepParameter}},"inputs":[{"name":"x","datatype":"FP32","shape":[1,400],"data":${JSON.stringify(row)}}]}`,
+  );
+  const decoded = decodeInferRequest(body, undefined, [spec]);
+  assert.deepEqual(Array.from(decoded.inputs.x?.data as Float32Array), row);
+});
