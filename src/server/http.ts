@@ -42,22 +42,75 @@ export function matchRoute(
   throw new RouteNotFoundError(`no route for ${method} ${pathname}`);
 }
 
-/** Reads the whole body, refusing (413) beyond `limit` bytes before buffering them. */
-export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * Reads the whole body, refusing (413) beyond `limit` bytes before buffering them. On refusal
+ * the request stream is left open, not destroyed, so the error answer can linger (see
+ * `sendError`) instead of resetting a client that is still sending.
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? NaN);
-  if (declared > limit) throw tooLarge(declared, limit);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw tooLarge(size, limit);
-    chunks.push(chunk);
-  }
-  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
+  if (declared > limit) return Promise.reject(tooLarge(declared, limit));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) {
+        stop();
+        req.pause();
+        reject(tooLarge(size, limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      stop();
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+    };
+    const onError = (error: Error): void => {
+      stop();
+      reject(error);
+    };
+    const stop = (): void => {
+      req.off('data', onData).off('end', onEnd).off('error', onError);
+    };
+    req.on('data', onData).on('end', onEnd).on('error', onError);
+  });
 }
 
 function tooLarge(size: number, limit: number): PayloadTooLargeError {
   return new PayloadTooLargeError(`the body is over max_request_size (${limit} bytes; got at least ${size})`);
+}
+
+/**
+ * How long a refused upload is read and thrown away after its 413 is written. Many clients
+ * (Python's http.client, most SDKs) send the whole body before reading: closing on them mid-body
+ * turns the 413 into a broken pipe. Like nginx's lingering close, the discarding stops at the
+ * body's end, after LINGER_IDLE_MS without data, LINGER_TOTAL_MS in all, or LINGER_MAX_BYTES.
+ */
+export const LINGER_TOTAL_MS = 30_000;
+export const LINGER_IDLE_MS = 5_000;
+export const LINGER_MAX_BYTES = 1024 * 1024 * 1024;
+
+/** Ends `res` (already written) once the unread rest of `req` is discarded, within the bounds above. */
+function endAfterDiscarding(req: IncomingMessage, res: ServerResponse): void {
+  let discarded = 0;
+  const finish = (): void => {
+    clearTimeout(total);
+    clearTimeout(idle);
+    req.off('data', onData).off('end', finish).off('error', finish).off('close', finish);
+    res.end();
+    if (!req.complete) res.destroy();
+  };
+  const onData = (chunk: Buffer): void => {
+    discarded += chunk.length;
+    if (discarded > LINGER_MAX_BYTES) finish();
+    else idle.refresh();
+  };
+  const total = setTimeout(finish, LINGER_TOTAL_MS);
+  const idle = setTimeout(finish, LINGER_IDLE_MS);
+  req.on('data', onData).once('end', finish).once('error', finish).once('close', finish);
+  req.resume();
 }
 
 /** The media type without parameters, lower-cased; undefined when absent. */
@@ -103,12 +156,23 @@ export function sendError(res: ServerResponse, error: unknown): number {
   const headers: Record<string, string> = {};
   if (error instanceof MethodNotAllowedError) headers.allow = error.allowed.join(', ');
   if (status === 503) headers['retry-after'] = '1';
-  if (status === 413) headers.connection = 'close';
-  sendJson(
-    res,
-    status,
-    error instanceof BatchserveError ? { error: message, code: error.code } : { error: message },
-    headers,
-  );
+  const body = error instanceof BatchserveError ? { error: message, code: error.code } : { error: message };
+  if (status === 413) {
+    headers.connection = 'close';
+    const req = res.req;
+    if (!req.complete) {
+      // Written in full but not ended, so the connection stays open while the upload drains.
+      const text = JSON.stringify(body);
+      res.writeHead(status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(text),
+        ...headers,
+      });
+      res.write(text);
+      endAfterDiscarding(req, res);
+      return status;
+    }
+  }
+  sendJson(res, status, body, headers);
   return status;
 }
