@@ -40,6 +40,34 @@ export const serverConfigSchema = {
       default: 64 * 1024 * 1024,
       description: 'Largest request body in bytes; larger ones get 413.',
     },
+    headers_timeout: {
+      kind: 'duration',
+      default: 10_000_000,
+      description:
+        "How long a client may take to send a request's headers; slower ones are cut (408), which stops slow-header attacks.",
+    },
+    request_timeout: {
+      kind: 'duration',
+      default: 300_000_000,
+      description: 'How long a client may take to send a whole request, body included; 0 turns the limit off.',
+    },
+    keep_alive_timeout: {
+      kind: 'duration',
+      default: 5_000_000,
+      description: 'How long an idle keep-alive connection stays open for its next request.',
+    },
+    max_connections: {
+      kind: 'integer',
+      min: 1,
+      default: 1024,
+      description: 'Open connections each API port accepts at once; further ones are closed as they arrive.',
+    },
+    max_header_size: {
+      kind: 'integer',
+      min: 1024,
+      default: 16 * 1024,
+      description: 'Largest request header section in bytes; larger ones get 431.',
+    },
     drain_timeout: {
       kind: 'duration',
       default: 30_000_000,
@@ -100,6 +128,14 @@ export interface ServerConfig {
   readonly metrics_port: number;
   readonly max_request_size: number;
   /** Microseconds. */
+  readonly headers_timeout: number;
+  /** Microseconds; 0 is no limit. */
+  readonly request_timeout: number;
+  /** Microseconds. */
+  readonly keep_alive_timeout: number;
+  readonly max_connections: number;
+  readonly max_header_size: number;
+  /** Microseconds. */
   readonly drain_timeout: number;
   readonly log_level: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   readonly device?: string;
@@ -119,6 +155,9 @@ export function validateServerConfig(raw: unknown, source: string): ServerConfig
       problems.push(`allowed_urls[${index}]: not a valid regular expression: ${pattern}`);
     }
   });
+  if (config && config.request_timeout > 0 && config.headers_timeout > config.request_timeout) {
+    problems.push('headers_timeout: must not be longer than request_timeout');
+  }
   for (const [name, policy] of Object.entries(config?.model_policies ?? {})) {
     problems.push(...modelPolicyProblems(policy, `model_policies.${name}`));
   }

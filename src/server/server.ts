@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -139,7 +139,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       },
     ];
     const listen = async (routes: Route[], port: number): Promise<string> => {
-      const server = createServer({ keepAliveTimeout: 5_000 }, handle(routes));
+      const server = createServer(httpLimits(config), handle(routes));
+      server.maxConnections = config.max_connections;
       servers.push(server);
       await new Promise<void>((ready, fail) => {
         server.once('error', fail);
@@ -192,6 +193,22 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     await cleanUp();
     throw error;
   }
+}
+
+/**
+ * The HTTP limits of every port, from the config. Node checks the header and request timeouts
+ * only every `connectionsCheckingInterval` (30 s by default), so the check runs often enough
+ * for a slow client to be cut close to its timeout.
+ */
+function httpLimits(config: ServerConfig): ServerOptions {
+  const headersTimeout = config.headers_timeout / 1000;
+  return {
+    headersTimeout,
+    requestTimeout: config.request_timeout / 1000,
+    keepAliveTimeout: config.keep_alive_timeout / 1000,
+    maxHeaderSize: config.max_header_size,
+    connectionsCheckingInterval: Math.min(1000, Math.max(50, headersTimeout / 4)),
+  };
 }
 
 export interface StartupFailure {
