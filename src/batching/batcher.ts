@@ -27,6 +27,14 @@ export interface SubmitOptions {
   readonly timeoutUs?: number;
   /** Aborted when the client goes away: a queued request is dropped and never runs. */
   readonly signal?: AbortSignal;
+  /** The place this request held while its body arrived; handed back as it is queued. */
+  readonly reservation?: QueueReservation;
+}
+
+/** A place in the queue held for a request admitted on its headers, before its body is read. */
+export interface QueueReservation {
+  /** Gives the place back; later calls do nothing. */
+  release(): void;
 }
 
 export interface SubmitResult {
@@ -90,6 +98,8 @@ export class Batcher {
   private readonly idle: BatchRunner[];
   private readonly groups = new Map<string, ShapeGroup>();
   private queuedRows = 0;
+  /** Rows held for admitted requests still reading their bodies: one each, until they are queued. */
+  private reservedRows = 0;
   private running = 0;
   private wakeTimer: unknown;
   private wakeAt = Infinity;
@@ -112,6 +122,11 @@ export class Batcher {
     return this.queuedRows;
   }
 
+  /** Rows held for admitted requests whose bodies are still arriving. */
+  get rowsReserved(): number {
+    return this.reservedRows;
+  }
+
   get busyInstances(): number {
     return this.runners.length - this.idle.length;
   }
@@ -120,7 +135,28 @@ export class Batcher {
     return this.policy;
   }
 
+  /**
+   * Holds one row of queue space for a request whose body is still arriving, so a full queue
+   * refuses it at its headers instead of after reading and decoding it. Its real row count,
+   * known once decoded, is checked again by `submit`.
+   */
+  reserve(): QueueReservation {
+    if (this.queuedRows + this.reservedRows + 1 > this.policy.maxQueueSize) {
+      throw new QueueFullError('Exceeds maximum queue size');
+    }
+    this.reservedRows += 1;
+    let held = true;
+    return {
+      release: () => {
+        if (!held) return;
+        held = false;
+        this.reservedRows -= 1;
+      },
+    };
+  }
+
   submit(request: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
+    options.reservation?.release();
     const { policy } = this;
     if (policy.maxBatchSize > 0 && options.rows > policy.maxBatchSize) {
       return Promise.reject(
@@ -129,7 +165,7 @@ export class Batcher {
         ),
       );
     }
-    if (this.queuedRows + options.rows > policy.maxQueueSize) {
+    if (this.queuedRows + this.reservedRows + options.rows > policy.maxQueueSize) {
       return Promise.reject(new QueueFullError('Exceeds maximum queue size'));
     }
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));

@@ -2,7 +2,13 @@ import { rm } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { ArchiveManifest } from '../archive/manifest.js';
-import { Batcher, type BatchingPolicy, type SubmitOptions, type SubmitResult } from '../batching/batcher.js';
+import {
+  Batcher,
+  type BatchingPolicy,
+  type QueueReservation,
+  type SubmitOptions,
+  type SubmitResult,
+} from '../batching/batcher.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
 import { ModelNotReadyError, UsageError } from '../errors.js';
 import type { HandlerRequest } from '../handlers/types.js';
@@ -31,6 +37,8 @@ export interface LoadedModelParts {
   readonly loadSeconds: number;
   readonly metrics: ServerMetrics;
   readonly logger?: Logger;
+  /** Waits out the backoff between restart attempts; tests pass one that takes no real time. */
+  readonly restartDelay?: (ms: number) => Promise<void>;
 }
 
 /** A stopped instance gets this many tries to come back, a second more apart each time. */
@@ -97,12 +105,21 @@ export class LoadedModel {
     return this.batcher.rowsQueued;
   }
 
+  get reservedRows(): number {
+    return this.batcher.rowsReserved;
+  }
+
   get busyInstances(): number {
     return this.batcher.busyInstances;
   }
 
   devices(): string[] {
     return [...new Set(this.instanceList.map((instance) => instance.device))];
+  }
+
+  /** Holds a queue place for a request admitted on its headers; refuses (503) when the queue is full. */
+  reserve(): QueueReservation {
+    return this.batcher.reserve();
   }
 
   /** Queues one request for batching; statistics record how it went. */
@@ -203,7 +220,7 @@ export class LoadedModel {
         return;
       } catch (restartError) {
         logger?.error({ ...where, attempt, err: String(restartError) }, 'instance restart failed');
-        await delay(attempt * 1000, undefined, { ref: false });
+        await (this.parts.restartDelay ?? unrefDelay)(attempt * 1000);
       }
     }
   }
@@ -226,6 +243,9 @@ export class LoadedModel {
     this.modelState = 'unloaded';
   }
 }
+
+/** A pending backoff must not keep the process alive. */
+const unrefDelay = (ms: number): Promise<void> => delay(ms, undefined, { ref: false });
 
 export function policyOf(config: CompleteModelConfig): BatchingPolicy {
   const batching = config.dynamic_batching;

@@ -48,8 +48,11 @@ export function matchRoute(
  * `sendError`) instead of resetting a client that is still sending.
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length'] ?? NaN);
-  if (declared > limit) return Promise.reject(tooLarge(declared, limit));
+  try {
+    checkDeclaredLength(req, limit);
+  } catch (error) {
+    return Promise.reject(error as Error);
+  }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -76,6 +79,12 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     };
     req.on('data', onData).on('end', onEnd).on('error', onError);
   });
+}
+
+/** Refuses (413) a body whose Content-Length is over `limit`, before any of it is read. */
+export function checkDeclaredLength(req: IncomingMessage, limit: number): void {
+  const declared = Number(req.headers['content-length'] ?? NaN);
+  if (declared > limit) throw tooLarge(declared, limit);
 }
 
 function tooLarge(size: number, limit: number): PayloadTooLargeError {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { SubmitOptions, SubmitResult } from '../batching/batcher.js';
+import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
 import { InferenceFailedError, InferenceInputError, ModelNotReadyError, UsageError } from '../errors.js';
 import type { HandlerRequest } from '../handlers/types.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
@@ -8,7 +8,7 @@ import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
 import { batchPlacement, checkRequestTensors, isTensorMap, type TensorMap } from '../runtime/tensors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
-import { mediaType, readBody, requireMediaType, sendJson, type Route } from './http.js';
+import { checkDeclaredLength, mediaType, readBody, requireMediaType, sendJson, type Route } from './http.js';
 import { tritonModelConfig } from './triton-config.js';
 import { decodeInferRequest, encodeInferResponse, type RequestedOutput, type ResponseOutput } from './v2-codec.js';
 import { tensorToNested } from './nested.js';
@@ -43,8 +43,11 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
   const { repository, traffic } = options;
   const ready = (model: LoadedModel): boolean => options.isAccepting() && model.state === 'ready';
   /**
-   * Reads the body, then picks the version in the same tick as the request is queued on it:
-   * a version that starts draining while the body streams in is never picked.
+   * Admission at the door: from the request line and headers alone, an unknown model (404), a
+   * version not ready or a draining server (503), a declared body over the limit (413) and a
+   * full queue (503) are refused before a byte of the body is read, so refused requests cost
+   * the admitted ones nothing. The version is picked again after the body arrives if the one
+   * held is no longer ready, so a version that starts draining meanwhile is never used.
    */
   const admit = async (
     req: IncomingMessage,
@@ -52,15 +55,38 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     [name, version]: readonly (string | undefined)[],
     url: URL,
   ): Promise<Admitted> => {
-    repository.get(name as string, version);
-    const body = await readBody(req, options.maxRequestSize);
-    const model =
+    const pick = (): LoadedModel =>
       version === undefined ? traffic.router.route(name as string, req, url) : repository.get(name as string, version);
+    let model = pick();
     servedModel.set(res, model);
     // Set before anything can fail, so error answers also say which version they came from.
     res.setHeader('x-model-version', model.version);
     requireReady(model, ready(model));
-    return { model, body, shadows: version === undefined ? traffic : undefined };
+    checkDeclaredLength(req, options.maxRequestSize);
+    const reservation = model.reserve();
+    try {
+      const body = await readBody(req, options.maxRequestSize);
+      if (!ready(model)) {
+        reservation.release();
+        model = pick();
+        servedModel.set(res, model);
+        res.setHeader('x-model-version', model.version);
+        requireReady(model, ready(model));
+        return { model, body, shadows: version === undefined ? traffic : undefined, reservation: undefined };
+      }
+      return { model, body, shadows: version === undefined ? traffic : undefined, reservation };
+    } catch (error) {
+      reservation.release();
+      throw error;
+    }
+  };
+  /** Runs a route's work on an admitted request; its queue place is given back however it ends. */
+  const served = async (admitted: Admitted, work: (admitted: Admitted) => Promise<void>): Promise<void> => {
+    try {
+      await work(admitted);
+    } finally {
+      admitted.reservation?.release();
+    }
   };
   return [
     {
@@ -131,7 +157,8 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       path: new RegExp(`^/v2/models/${MODEL}${VERSION}/infer$`),
       handle: async (req, res, params, url) => {
         requireMediaType(req, V2_TYPES);
-        await inferV2(req, res, await admit(req, res, params, url));
+        const admitted = await admit(req, res, params, url);
+        await served(admitted, (request) => inferV2(req, res, request));
       },
     },
     {
@@ -170,7 +197,8 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       method: 'POST',
       path: new RegExp(`^/predictions/${MODEL}(?:/([^/]+))?$`),
       handle: async (req, res, params, url) => {
-        await predict(req, res, await admit(req, res, params, url));
+        const admitted = await admit(req, res, params, url);
+        await served(admitted, (request) => predict(req, res, request));
       },
     },
   ];
@@ -197,9 +225,15 @@ interface Admitted {
   readonly body: Buffer;
   /** Set for requests that named no version: only those are mirrored. */
   readonly shadows: TrafficControl | undefined;
+  /** The queue place held since the headers; undefined when the version was picked again. */
+  readonly reservation: QueueReservation | undefined;
 }
 
-async function inferV2(req: IncomingMessage, res: ServerResponse, { model, body, shadows }: Admitted): Promise<void> {
+async function inferV2(
+  req: IncomingMessage,
+  res: ServerResponse,
+  { model, body, shadows, reservation }: Admitted,
+): Promise<void> {
   const headerValue = req.headers['inference-header-content-length'];
   const headerLength = headerValue === undefined ? undefined : Number(headerValue);
   if (
@@ -237,6 +271,7 @@ async function inferV2(req: IncomingMessage, res: ServerResponse, { model, body,
       ...batchPlacement(decoded.inputs, config.inputs, config.max_batch_size > 0),
       ...controls,
       signal: disconnectSignal(res),
+      ...(reservation ? { reservation } : {}),
     },
   );
   shadowed?.(result.response);
@@ -263,13 +298,22 @@ async function inferV2(req: IncomingMessage, res: ServerResponse, { model, body,
 }
 
 /** TorchServe's route: the body goes to the handler as it is (an image, JSON, text). */
-async function predict(req: IncomingMessage, res: ServerResponse, { model, body, shadows }: Admitted): Promise<void> {
+async function predict(
+  req: IncomingMessage,
+  res: ServerResponse,
+  { model, body, shadows, reservation }: Admitted,
+): Promise<void> {
   if (body.length === 0) throw new InferenceInputError('the request body is empty');
   const contentType = mediaType(req);
   const request: HandlerRequest = { body, ...(contentType ? { contentType } : {}) };
   const shapeKey = `body:${contentType ?? ''}`;
   const shadowed = shadows?.mirror(model, async (shadow) => shadow.infer(request, { rows: 1, shapeKey }));
-  const result: SubmitResult = await model.infer(request, { rows: 1, shapeKey, signal: disconnectSignal(res) });
+  const result: SubmitResult = await model.infer(request, {
+    rows: 1,
+    shapeKey,
+    signal: disconnectSignal(res),
+    ...(reservation ? { reservation } : {}),
+  });
   shadowed?.(result.response);
   sendPrediction(res, result.response);
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { affine, affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
-import { sendWholeThenRead } from '../fixtures/raw-http.js';
+import { headersThenWait, openRaw, sendWholeThenRead } from '../fixtures/raw-http.js';
 import { tempDir } from '../fixtures/temp.js';
 
 const LIMIT = 256 * 1024;
@@ -57,4 +57,52 @@ test('a body ending in a quote is read, and 50,000 nested brackets are a 400, ov
   assert.equal(nested.status, 400);
   assert.equal(nested.body.code, 'BS_ERR_INFERENCE_INPUT');
   assert.match(nested.body.error, /nested deeper/);
+});
+
+/** Polls a condition the server exposes (not a fixed sleep), failing after `ms`. */
+async function until(condition: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+test('admission at the door: refusals are decided from the headers, before any body is read', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, {
+    models: [`affine=${await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_size: 1\n' })}`],
+    max_request_size: LIMIT,
+  });
+  const path = '/v2/models/affine/infer';
+  const body = affineRequest([[1, 2, 3, 4]]);
+  const headersOnly = (target: string, length = body.length) =>
+    `POST ${target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+  // Each of these is answered though its body never comes.
+  const unknown = await headersThenWait(server.urls.inference, headersOnly('/v2/models/nope/infer'));
+  assert.equal(unknown.status, 404);
+  const tooLarge = await headersThenWait(server.urls.inference, headersOnly(path, LIMIT + 1));
+  assert.equal(tooLarge.status, 413);
+  // A request still sending its body holds the one queue place: the next is refused at once.
+  const model = server.repository.get('affine');
+  const slow = await openRaw(server.urls.inference);
+  slow.socket.write(headersOnly(path));
+  await until(() => model.reservedRows === 1, 'the slow request to hold its place');
+  const refused = await headersThenWait(server.urls.inference, headersOnly(path));
+  assert.equal(refused.status, 503);
+  assert.equal(JSON.parse(refused.body).code, 'BS_ERR_QUEUE_FULL');
+  assert.equal(refused.headers['retry-after'], '1');
+  // The slow one finishes its body and is answered; its place is given back.
+  slow.socket.write(body);
+  const answer = await slow.answer;
+  assert.equal(answer.status, 200);
+  assert.deepEqual(JSON.parse(answer.body).outputs[0].data, affine([[1, 2, 3, 4]]));
+  assert.equal(model.reservedRows, 0);
+  // A client that goes away mid-body gives its place back too.
+  const quitter = await openRaw(server.urls.inference);
+  quitter.socket.write(headersOnly(path));
+  await until(() => model.reservedRows === 1, 'the quitter to hold its place');
+  quitter.socket.destroy();
+  await until(() => model.reservedRows === 0, 'the place to be given back');
+  assert.equal((await call(`${server.urls.inference}${path}`, { body })).status, 200);
 });
