@@ -20,6 +20,14 @@ export function registerServe(program: Command): void {
     .option('--metrics-port <port>', 'metrics port (default 8082)')
     .option('--device <device>', "override every model's device: cpu, auto, webgpu, cuda[:N], tensorrt[:N]")
     .option('--max-request-size <bytes>', 'largest request body (default 64 MiB)')
+    .option('--headers-timeout <duration>', "how long a client may take to send a request's headers (default 10s)")
+    .option(
+      '--request-timeout <duration>',
+      'how long a client may take to send a whole request; 0 is none (default 300s)',
+    )
+    .option('--keep-alive-timeout <duration>', 'how long an idle keep-alive connection stays open (default 5s)')
+    .option('--max-connections <count>', 'open connections each port accepts at once (default 1024)')
+    .option('--max-header-size <bytes>', 'largest request header section; larger get 431 (default 16 KiB)')
     .option('--drain-timeout <duration>', 'how long SIGTERM waits for admitted requests (default 30s)')
     .option('--log-level <level>', 'debug, info, warn, error or silent (default info)')
     .option('--key-file <path>', 'where the generated management token is written (default ./batchserve.key)')

@@ -15,6 +15,11 @@ export interface ServeCommandOptions {
   metricsPort?: string;
   device?: string;
   maxRequestSize?: string;
+  headersTimeout?: string;
+  requestTimeout?: string;
+  keepAliveTimeout?: string;
+  maxConnections?: string;
+  maxHeaderSize?: string;
   drainTimeout?: string;
   logLevel?: string;
   auth: boolean;
@@ -54,6 +59,16 @@ async function resolveConfig(options: ServeCommandOptions): Promise<ServerConfig
   if (options.device) flags.device = options.device;
   if (options.maxRequestSize !== undefined)
     flags.max_request_size = integerOption(options.maxRequestSize, '--max-request-size');
+  if (options.headersTimeout !== undefined)
+    flags.headers_timeout = durationOption(options.headersTimeout, '--headers-timeout');
+  if (options.requestTimeout !== undefined)
+    flags.request_timeout = durationOption(options.requestTimeout, '--request-timeout');
+  if (options.keepAliveTimeout !== undefined)
+    flags.keep_alive_timeout = durationOption(options.keepAliveTimeout, '--keep-alive-timeout');
+  if (options.maxConnections !== undefined)
+    flags.max_connections = integerOption(options.maxConnections, '--max-connections');
+  if (options.maxHeaderSize !== undefined)
+    flags.max_header_size = integerOption(options.maxHeaderSize, '--max-header-size');
   if (options.drainTimeout !== undefined) flags.drain_timeout = durationOption(options.drainTimeout, '--drain-timeout');
   if (options.logLevel) flags.log_level = options.logLevel;
   const fileAuth = (fromFile.auth ?? {}) as Record<string, unknown>;
