@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { realClock, type Clock } from '../batching/clock.js';
 import { formatDuration, parseDuration } from '../config/schema-kit.js';
 import { CanaryConflictError, CanaryNotFoundError, UsageError } from '../errors.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
@@ -83,11 +84,25 @@ export const DEFAULT_CANARY = {
 /** Keeps the history readable and the state file small on a canary that holds for days. */
 const HISTORY_LIMIT = 200;
 
+/** The batcher's clock, plus the wall clock that dates the history and the status. */
+export interface CanaryClock extends Clock {
+  /** Milliseconds since the epoch. */
+  wallNow(): number;
+}
+
+/** Real time; its timers are unref'd so that a canary never keeps the process alive. */
+export const realCanaryClock: CanaryClock = {
+  ...realClock,
+  setTimeout: (callback, ms) => setTimeout(callback, ms).unref(),
+  wallNow: () => Date.now(),
+};
+
 interface RunningCanary {
   readonly record: CanaryRecord;
   readonly stable: VersionWindow;
   readonly candidate: VersionWindow;
-  readonly timer: NodeJS.Timeout;
+  /** The next check; each check arms the one after it. */
+  timer: unknown;
 }
 
 export interface CanaryDependencies {
@@ -97,6 +112,8 @@ export interface CanaryDependencies {
   /** Called after every change of a canary, to persist it. */
   readonly changed: () => void;
   readonly logger: Logger;
+  /** Default: real time. */
+  readonly clock?: CanaryClock;
 }
 
 /**
@@ -108,8 +125,13 @@ export interface CanaryDependencies {
 export class CanaryController {
   readonly #records = new Map<string, CanaryRecord>();
   readonly #running = new Map<string, RunningCanary>();
+  readonly #deps: CanaryDependencies;
+  readonly #clock: CanaryClock;
 
-  constructor(private readonly deps: CanaryDependencies) {}
+  constructor(deps: CanaryDependencies) {
+    this.#deps = deps;
+    this.#clock = deps.clock ?? realCanaryClock;
+  }
 
   /** The model's canary, running or ended, as it is persisted. */
   recordOf(name: string): CanaryRecord | undefined {
@@ -124,7 +146,7 @@ export class CanaryController {
   restore(record: CanaryRecord): void {
     this.#records.set(record.model, record);
     if (record.state !== 'running') return;
-    record.step_started_at = new Date().toISOString();
+    record.step_started_at = this.#wallTime();
     this.#push(record, { event: 'resumed', reason: 'the server restarted; the step starts over' });
     this.#run(record);
   }
@@ -133,7 +155,7 @@ export class CanaryController {
     if (this.#running.has(name)) {
       throw new CanaryConflictError(`model ${name} already has a running canary; promote or roll it back first`);
     }
-    const { repository } = this.deps;
+    const { repository } = this.#deps;
     const candidate = repository.get(name, settings.version);
     if (candidate.state !== 'ready')
       throw new CanaryConflictError(`version ${candidate.version} is ${candidate.state}`);
@@ -144,7 +166,7 @@ export class CanaryController {
       );
     }
     repository.setDefault(name, stable);
-    const now = new Date().toISOString();
+    const now = this.#wallTime();
     const record: CanaryRecord = {
       model: name,
       stable,
@@ -159,11 +181,11 @@ export class CanaryController {
     this.#records.set(name, record);
     this.#push(record, { event: 'started' });
     this.#run(record);
-    this.deps.logger.info(
+    this.#deps.logger.info(
       { model: name, stable, candidate: candidate.version, steps: settings.steps },
       'canary started',
     );
-    this.deps.changed();
+    this.#deps.changed();
     return this.status(name);
   }
 
@@ -217,7 +239,7 @@ export class CanaryController {
   }
 
   close(): void {
-    for (const running of this.#running.values()) clearInterval(running.timer);
+    for (const running of this.#running.values()) this.#clock.clearTimeout(running.timer);
     this.#running.clear();
   }
 
@@ -231,17 +253,28 @@ export class CanaryController {
   }
 
   #run(record: CanaryRecord): void {
-    const timer = setInterval(() => this.#judge(record), Math.max(1, record.settings.interval / 1000));
-    timer.unref();
-    this.#running.set(record.model, { record, stable: new VersionWindow(), candidate: new VersionWindow(), timer });
+    const running: RunningCanary = { record, stable: new VersionWindow(), candidate: new VersionWindow(), timer: 0 };
+    this.#running.set(record.model, running);
+    this.#arm(running);
     this.#applySplit(record);
+  }
+
+  #arm(running: RunningCanary): void {
+    running.timer = this.#clock.setTimeout(
+      () => {
+        this.#judge(running.record);
+        // A check that ended the canary arms nothing; neither does one whose canary was replaced.
+        if (this.#running.get(running.record.model) === running) this.#arm(running);
+      },
+      Math.max(1, running.record.settings.interval / 1000),
+    );
   }
 
   #judge(record: CanaryRecord): void {
     const running = this.#running.get(record.model);
     if (running === undefined) return;
     const { settings } = record;
-    if (this.deps.repository.peek(record.model, record.candidate)?.state !== 'ready') {
+    if (this.#deps.repository.peek(record.model, record.candidate)?.state !== 'ready') {
       this.#end(record, 'rolled_back', `version ${record.candidate} is no longer loaded`);
       return;
     }
@@ -258,7 +291,7 @@ export class CanaryController {
       const last = record.history.at(-1);
       if (last?.event === 'held' && last.weight === weightOf(record)) record.history.pop();
       this.#push(record, { event: 'held', reason, ...figures });
-      this.deps.changed();
+      this.#deps.changed();
       return;
     }
     if (record.step + 1 >= settings.steps.length) {
@@ -266,13 +299,13 @@ export class CanaryController {
       return;
     }
     record.step += 1;
-    record.step_started_at = new Date().toISOString();
+    record.step_started_at = this.#wallTime();
     running.candidate.reset();
     running.stable.reset();
     this.#applySplit(record);
     this.#push(record, { event: 'advanced', ...figures });
-    this.deps.logger.info({ model: record.model, weight: weightOf(record) }, 'canary advanced');
-    this.deps.changed();
+    this.#deps.logger.info({ model: record.model, weight: weightOf(record) }, 'canary advanced');
+    this.#deps.changed();
   }
 
   #end(
@@ -282,22 +315,22 @@ export class CanaryController {
     figures: Pick<CanaryEvent, 'candidate' | 'stable'> = this.#liveFigures(record),
   ): void {
     const running = this.#running.get(record.model);
-    if (running) clearInterval(running.timer);
+    if (running) this.#clock.clearTimeout(running.timer);
     this.#running.delete(record.model);
     record.state = state;
     record.reason = reason;
-    record.ended_at = new Date().toISOString();
-    const { repository, router } = this.deps;
+    record.ended_at = this.#wallTime();
+    const { repository, router } = this.#deps;
     const winner = state === 'promoted' ? record.candidate : record.stable;
     if (repository.peek(record.model, winner)) repository.setDefault(record.model, winner);
     router.setCanarySplit(record.model, undefined);
-    this.deps.metrics.canaryWeight(record.model, record.candidate, weightOf(record));
+    this.#deps.metrics.canaryWeight(record.model, record.candidate, weightOf(record));
     this.#push(record, { event: state, reason, ...figures });
-    this.deps.logger[state === 'promoted' ? 'info' : 'warn'](
+    this.#deps.logger[state === 'promoted' ? 'info' : 'warn'](
       { model: record.model, stable: record.stable, candidate: record.candidate, reason },
       state === 'promoted' ? 'canary promoted' : 'canary rolled back',
     );
-    this.deps.changed();
+    this.#deps.changed();
   }
 
   #liveFigures(record: CanaryRecord): Pick<CanaryEvent, 'candidate' | 'stable'> {
@@ -307,19 +340,23 @@ export class CanaryController {
 
   #applySplit(record: CanaryRecord): void {
     const weight = weightOf(record);
-    this.deps.router.setCanarySplit(record.model, { [record.stable]: 100 - weight, [record.candidate]: weight });
-    this.deps.metrics.canaryWeight(record.model, record.candidate, weight);
+    this.#deps.router.setCanarySplit(record.model, { [record.stable]: 100 - weight, [record.candidate]: weight });
+    this.#deps.metrics.canaryWeight(record.model, record.candidate, weight);
   }
 
   #push(record: CanaryRecord, event: Omit<CanaryEvent, 'at' | 'weight'>): void {
-    record.history.push({ at: new Date().toISOString(), weight: weightOf(record), ...event });
+    record.history.push({ at: this.#wallTime(), weight: weightOf(record), ...event });
     if (record.history.length > HISTORY_LIMIT) record.history.splice(1, record.history.length - HISTORY_LIMIT);
+  }
+
+  #wallTime(): string {
+    return new Date(this.#clock.wallNow()).toISOString();
   }
 
   #nextCheck(record: CanaryRecord): string {
     const started = Date.parse(record.step_started_at);
     const interval = record.settings.interval / 1000;
-    const elapsed = Math.max(0, Date.now() - started);
+    const elapsed = Math.max(0, this.#clock.wallNow() - started);
     return new Date(started + (Math.floor(elapsed / interval) + 1) * interval).toISOString();
   }
 }

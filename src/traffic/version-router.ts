@@ -40,8 +40,17 @@ export class VersionRouter {
   readonly #traffic = new Map<string, TrafficPolicy>();
   readonly #canarySplits = new Map<string, Readonly<Record<string, number>>>();
   readonly #routes = new Map<string, ModelRoute>();
+  readonly #repository: ModelRepository;
+  readonly #random: () => number;
 
-  constructor(private readonly repository: ModelRepository) {}
+  /**
+   * `random` places requests that carry no sticky key; injectable so a test can pin the
+   * points it checks instead of trusting a statistical bound.
+   */
+  constructor(repository: ModelRepository, random: () => number = Math.random) {
+    this.#repository = repository;
+    this.#random = random;
+  }
 
   traffic(name: string): TrafficPolicy | undefined {
     return this.#traffic.get(name);
@@ -68,13 +77,13 @@ export class VersionRouter {
   route(name: string, req: IncomingMessage, url: URL): LoadedModel {
     const route = this.#routes.get(name);
     const split = route?.split;
-    if (split === undefined) return this.repository.get(name);
+    if (split === undefined) return this.#repository.get(name);
     let total = 0;
     for (const entry of split) if (this.#ready(name, entry.version)) total += entry.weight;
-    if (total === 0) return this.repository.get(name);
+    if (total === 0) return this.#repository.get(name);
     const sticky = route?.sticky;
     const key = sticky === undefined ? undefined : stickyKeyOf(sticky, req, url);
-    let point = (key === undefined ? Math.random() : stickyPoint(key)) * total;
+    let point = (key === undefined ? this.#random() : stickyPoint(key)) * total;
     let last: LoadedModel | undefined;
     for (const entry of split) {
       const model = this.#ready(name, entry.version);
@@ -84,7 +93,7 @@ export class VersionRouter {
       last = model;
     }
     // Rounding can leave the point a hair past the last weight.
-    return last ?? this.repository.get(name);
+    return last ?? this.#repository.get(name);
   }
 
   /** The version that should see a copy of a request `served` answers, if any. */
@@ -96,7 +105,7 @@ export class VersionRouter {
   }
 
   #ready(name: string, version: string): LoadedModel | undefined {
-    const model = this.repository.peek(name, version);
+    const model = this.#repository.peek(name, version);
     return model?.state === 'ready' ? model : undefined;
   }
 

@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import type { ModelRepository } from '../../src/repository/model-repository.js';
+import { VersionRouter } from '../../src/traffic/version-router.js';
+import { loadedVersions, requestWith } from './loaded-versions.js';
+
+const URL_NO_QUERY = new URL('http://localhost/v2/models/affine/infer');
+const KEY_COUNT = 20_000;
+/** One request per user, built once: routing reads only the header. */
+const USERS: readonly IncomingMessage[] = Array.from({ length: KEY_COUNT }, (_, user) =>
+  requestWith({ 'x-user-id': `user-${user}` }),
+);
+
+/**
+ * How far an observed share may stray from `p` over `n` independent draws: 4.5 standard
+ * deviations of a binomial, about one false alarm in 150,000 checks for a fair router.
+ */
+const bound = (p: number, n: number): number => 4.5 * Math.sqrt((p * (1 - p)) / n);
+
+function stickyRouter(repository: ModelRepository, split: Record<string, number>, random?: () => number) {
+  const router = new VersionRouter(repository, random);
+  router.setTraffic('affine', { split, sticky_key: 'header:X-User-Id', shadow_tolerance: 0 });
+  return router;
+}
+
+const routeAll = (router: VersionRouter, requests: readonly IncomingMessage[]): string[] =>
+  requests.map((req) => router.route('affine', req, URL_NO_QUERY).version);
+
+/** Each version's observed share must lie within `bound` of weight ÷ total. */
+function assertShares(versions: readonly string[], expected: Record<string, number>, label: string): void {
+  const total = Object.values(expected).reduce((sum, weight) => sum + weight, 0);
+  const counts = new Map<string, number>();
+  for (const version of versions) counts.set(version, (counts.get(version) ?? 0) + 1);
+  assert.deepEqual(
+    [...counts.keys()].sort(),
+    Object.keys(expected)
+      .filter((version) => (expected[version] as number) > 0)
+      .sort(),
+    `${label}: versions used ${JSON.stringify(Object.fromEntries(counts))}`,
+  );
+  for (const [version, weight] of Object.entries(expected)) {
+    const p = weight / total;
+    const share = (counts.get(version) ?? 0) / versions.length;
+    assert.ok(
+      Math.abs(share - p) <= bound(p, versions.length),
+      `${label}: version ${version} got ${share}, expected ${p} ± ${bound(p, versions.length).toFixed(4)}`,
+    );
+  }
+}
+
+/** mulberry32: a small seeded generator, so the unkeyed draws are the same on every run. */
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let mixed = Math.imul(state ^ (state >>> 15), 1 | state);
+    mixed = (mixed + Math.imul(mixed ^ (mixed >>> 7), 61 | mixed)) ^ mixed;
+    return ((mixed ^ (mixed >>> 14)) >>> 0) / 0x1_0000_0000;
+  };
+}
+
+test('sticky splits of 90/10 and 70/20/10 give each version its share of 20,000 keys, each key one version', async (t) => {
+  const { repository } = await loadedVersions(t, ['1', '2', '3']);
+  const splits: Record<string, number>[] = [
+    { '1': 90, '2': 10 },
+    { '1': 10, '2': 90 },
+    { '1': 70, '2': 20, '3': 10 },
+  ];
+  for (const split of splits) {
+    const router = stickyRouter(repository, split);
+    const first = routeAll(router, USERS);
+    assertShares(first, split, JSON.stringify(split));
+    assert.deepEqual(routeAll(router, USERS), first, 'every key meets the same version again');
+  }
+});
+
+/** The routes of `users` before and after version `raised` (index into `weights`) gains `extra`. */
+function raise(
+  repository: ModelRepository,
+  users: readonly IncomingMessage[],
+  weights: readonly number[],
+  raised: number,
+  extra: number,
+): { was: string[]; now: string[]; label: string } {
+  const split = (values: readonly number[]): Record<string, number> =>
+    Object.fromEntries(values.map((value, index) => [String(index + 1), value]));
+  const before = split(weights);
+  const after = split(weights.map((value, index) => (index === raised ? value + extra : value)));
+  return {
+    was: routeAll(stickyRouter(repository, before), users),
+    now: routeAll(stickyRouter(repository, after), users),
+    label: `version ${raised + 1} raised: ${JSON.stringify(before)} → ${JSON.stringify(after)}`,
+  };
+}
+
+test('raising a version’s weight only moves keys towards it; with three versions it keeps every key it had', async (t) => {
+  const { repository } = await loadedVersions(t, ['1', '2', '3']);
+  const users = USERS.slice(0, 2_000);
+  const weight = fc.integer({ min: 0, max: 100 });
+  const someWeight = (count: number) =>
+    fc.array(weight, { minLength: count, maxLength: count }).filter((weights) => weights.some((value) => value > 0));
+  fc.assert(
+    fc.property(someWeight(2), fc.constantFrom(0, 1), fc.integer({ min: 1, max: 100 }), (weights, raised, extra) => {
+      const { was, now, label } = raise(repository, users, weights, raised, extra);
+      const target = String(raised + 1);
+      users.forEach((_, user) => {
+        if (was[user] !== now[user]) assert.equal(now[user], target, `user-${user} left for ${now[user]}; ${label}`);
+      });
+    }),
+    { numRuns: 100 },
+  );
+  // With three versions laid out in version order, raising the first or the last shifts the
+  // middle one's interval, so keys may move between the other two; the raised version still
+  // keeps every key it had.
+  fc.assert(
+    fc.property(someWeight(3), fc.constantFrom(0, 1, 2), fc.integer({ min: 1, max: 100 }), (weights, raised, extra) => {
+      const { was, now, label } = raise(repository, users, weights, raised, extra);
+      const target = String(raised + 1);
+      users.forEach((_, user) => {
+        if (was[user] === target) assert.equal(now[user], target, `user-${user} left ${target}; ${label}`);
+      });
+    }),
+    { numRuns: 100 },
+  );
+});
+
+test('a version that is not ready is skipped and its weight shared out in proportion among the ready ones', async (t) => {
+  const { repository } = await loadedVersions(t, ['1', '2', '3']);
+  const router = stickyRouter(repository, { '1': 70, '2': 20, '3': 10 });
+  // Unloading the model itself, not through the repository, leaves it listed but no longer
+  // ready: the state a version is in while it drains away.
+  await repository.get('affine', '2').unload();
+  assert.equal(repository.peek('affine', '2')?.state, 'unloaded');
+  assertShares(routeAll(router, USERS), { '1': 70, '3': 10 }, 'keyed, 2 not ready');
+  const unkeyed = Array.from({ length: KEY_COUNT }, () => requestWith());
+  const seeded = stickyRouter(repository, { '1': 70, '2': 20, '3': 10 }, seededRandom(7));
+  assertShares(routeAll(seeded, unkeyed), { '1': 70, '3': 10 }, 'unkeyed, 2 not ready');
+});
+
+test('requests without the sticky key are split at random in proportion to the weights', async (t) => {
+  const { repository } = await loadedVersions(t, ['1', '2', '3']);
+  const withoutKey = [requestWith(), requestWith({ 'x-user-id': '' }), requestWith({ 'x-other': 'user-1' })];
+  const draws = Array.from(
+    { length: KEY_COUNT },
+    (_, index) => withoutKey[index % withoutKey.length] as IncomingMessage,
+  );
+  const splits: Record<string, number>[] = [
+    { '1': 90, '2': 10 },
+    { '1': 70, '2': 20, '3': 10 },
+  ];
+  for (const split of splits) {
+    assertShares(
+      routeAll(stickyRouter(repository, split, seededRandom(42)), draws),
+      split,
+      `unkeyed ${JSON.stringify(split)}`,
+    );
+  }
+  // The random point decides alone, and each version owns its interval up to, not including,
+  // the next one's start: weights 2:1:1 give 1 [0, 0.5), 2 [0.5, 0.75), 3 [0.75, 1).
+  const points = [0, 0.25, 0.4999, 0.5, 0.7499, 0.75, 0.9999];
+  let next = 0;
+  const pinned = stickyRouter(repository, { '1': 2, '2': 1, '3': 1 }, () => points[next++] as number);
+  assert.deepEqual(
+    routeAll(
+      pinned,
+      points.map(() => requestWith()),
+    ),
+    ['1', '1', '1', '2', '2', '3', '3'],
+  );
+});
