@@ -2,12 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import { compareVersions } from '../repository/version-policy.js';
-import { stickyPoint } from './sticky-hash.js';
+import { stickyDraw, versionSeed } from './sticky-hash.js';
 import type { TrafficPolicy } from './traffic-policy.js';
 
 interface WeightedVersion {
   readonly version: string;
   readonly weight: number;
+  /** `versionSeed(version)`, kept so a keyed pick hashes only the key. */
+  readonly seed: number;
 }
 
 interface StickyKey {
@@ -18,7 +20,7 @@ interface StickyKey {
 
 /** One model's routing, prepared when it changes so that choosing costs no allocation. */
 interface ModelRoute {
-  /** In version order, so between two versions a growing weight only ever moves keys towards that version. */
+  /** In version order, so random picks lay the weights out the same way every time. */
   readonly split: readonly WeightedVersion[] | undefined;
   readonly sticky: StickyKey | undefined;
   readonly shadow: string | undefined;
@@ -78,12 +80,35 @@ export class VersionRouter {
     const route = this.#routes.get(name);
     const split = route?.split;
     if (split === undefined) return this.#repository.get(name);
-    let total = 0;
-    for (const entry of split) if (this.#ready(name, entry.version)) total += entry.weight;
-    if (total === 0) return this.#repository.get(name);
     const sticky = route?.sticky;
     const key = sticky === undefined ? undefined : stickyKeyOf(sticky, req, url);
-    let point = (key === undefined ? this.#random() : stickyPoint(key)) * total;
+    const model = key === undefined ? this.#pickAtRandom(name, split) : this.#pickForKey(name, split, key);
+    return model ?? this.#repository.get(name);
+  }
+
+  /** Weighted rendezvous hashing over the ready versions (see `stickyDraw`). */
+  #pickForKey(name: string, split: readonly WeightedVersion[], key: string): LoadedModel | undefined {
+    let best: LoadedModel | undefined;
+    let bestScore = Infinity;
+    for (const entry of split) {
+      if (entry.weight === 0) continue;
+      const model = this.#ready(name, entry.version);
+      if (model === undefined) continue;
+      const score = -Math.log(stickyDraw(entry.seed, key)) / entry.weight;
+      if (score < bestScore) {
+        bestScore = score;
+        best = model;
+      }
+    }
+    return best;
+  }
+
+  /** A uniform point over the ready versions' weights, laid end to end. */
+  #pickAtRandom(name: string, split: readonly WeightedVersion[]): LoadedModel | undefined {
+    let total = 0;
+    for (const entry of split) if (this.#ready(name, entry.version)) total += entry.weight;
+    if (total === 0) return undefined;
+    let point = this.#random() * total;
     let last: LoadedModel | undefined;
     for (const entry of split) {
       const model = this.#ready(name, entry.version);
@@ -93,7 +118,7 @@ export class VersionRouter {
       last = model;
     }
     // Rounding can leave the point a hair past the last weight.
-    return last ?? this.#repository.get(name);
+    return last;
   }
 
   /** The version that should see a copy of a request `served` answers, if any. */
@@ -121,7 +146,7 @@ export class VersionRouter {
         split === undefined
           ? undefined
           : Object.entries(split)
-              .map(([version, weight]) => ({ version, weight }))
+              .map(([version, weight]) => ({ version, weight, seed: versionSeed(version) }))
               .sort((a, b) => compareVersions(a.version, b.version)),
       sticky: traffic?.sticky_key === undefined ? undefined : parseStickyKey(traffic.sticky_key),
       shadow: traffic?.shadow,

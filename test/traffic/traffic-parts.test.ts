@@ -6,7 +6,7 @@ import * as ort from 'onnxruntime-node';
 import { parseCanarySettings, parseRate } from '../../src/traffic/canary.js';
 import { RoutingStateFile } from '../../src/traffic/routing-state.js';
 import { answersAgree } from '../../src/traffic/shadow-compare.js';
-import { stickyPoint } from '../../src/traffic/sticky-hash.js';
+import { stickyDraw, stickyPoint, versionSeed } from '../../src/traffic/sticky-hash.js';
 import { VersionWindow } from '../../src/traffic/version-window.js';
 import { tempDir } from '../fixtures/temp.js';
 
@@ -107,4 +107,14 @@ test('the state file: missing is empty, a broken one is refused with its path, w
   });
   await writeFile(file.path, 'not json');
   await assert.rejects(file.read(), { code: 'BS_ERR_CONFIG_INVALID' });
+});
+
+test('the per-version sticky draw is pinned: changing it would move users between variants', () => {
+  assert.equal(stickyDraw(versionSeed('1'), 'user-1'), 0.9797862794948742);
+  assert.equal(stickyDraw(versionSeed('2'), 'user-1'), 0.2224500348092988);
+  assert.equal(stickyDraw(versionSeed('1'), 'user-2'), 0.7223612702218816);
+  assert.equal(stickyDraw(versionSeed('10'), ''), 0.5801886789267883);
+  // Strictly inside (0, 1), so -ln(draw) is finite and positive for every key.
+  const draws = Array.from({ length: 1000 }, (_, index) => stickyDraw(versionSeed('1'), `k${index}`));
+  assert.ok(draws.every((draw) => draw > 0 && draw < 1));
 });
