@@ -8,32 +8,31 @@
 // the client's CPU time over the requests the server counted during the whole run. The
 // clients take turns for ROUNDS rounds and the medians are compared, so a burst of other work
 // on the machine moves one figure, not the verdict. Targets: ours ≥ autocannon, ≥ 0.6 × wrk.
-// Usage: npm run bench:client
+// Writes benchmarks/results/client-throughput.json (see results.js for --quick, --check, --json).
+// Usage: npm run bench:client [-- --quick] [-- --check]
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { cpus, release, tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { clientThroughput } from './render.js';
+import { benchFlags, exitOnMissed, resultRecord, ROOT as root, writeResult } from './results.js';
 
 const CONCURRENCY = 64;
-const SECONDS = 5;
-const WARMUP_SECONDS = 1;
-const ROUNDS = 3;
 const BODY = '{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}';
-const root = new URL('../', import.meta.url).pathname;
 
 if (process.argv[2] === '--ours') {
-  // The child that runs our client, pinned like the other clients.
+  // The child that runs our client, pinned like the other clients: --ours URL SECONDS WARMUP.
   const { runLoad } = await import('../dist/src/bench/load-generator.js');
+  const [url, seconds, warmupSeconds] = [process.argv[3], Number(process.argv[4]), Number(process.argv[5])];
   const result = await runLoad(
-    process.argv[3],
+    url,
     { path: '/', headers: { 'content-type': 'application/json' }, body: Buffer.from(BODY), rows: 1 },
     {
       level: { kind: 'concurrency', concurrency: CONCURRENCY },
-      warmupMs: WARMUP_SECONDS * 1000,
+      warmupMs: warmupSeconds * 1000,
       windowMs: 1000,
-      minWindows: SECONDS,
-      maxWindows: SECONDS,
+      minWindows: seconds,
+      maxWindows: seconds,
       stabilityPct: 0,
       requestTimeoutMs: 10_000,
     },
@@ -41,6 +40,10 @@ if (process.argv[2] === '--ours') {
   process.stdout.write(JSON.stringify(result));
   process.exit(0);
 }
+
+const flags = benchFlags('client-throughput');
+// --quick: one round of 2 s runs.
+const [SECONDS, WARMUP_SECONDS, ROUNDS] = flags.quick ? [2, 1, 1] : [5, 1, 3];
 
 // GET /count answers how many requests the server has answered, for CPU per request.
 const SERVER = `
@@ -67,7 +70,6 @@ const has = (command) => {
 };
 const pinned = has('taskset') && cpus().length >= 2;
 const onCpu = (cpu, command, args) => (pinned ? ['taskset', ['-c', String(cpu), command, ...args]] : [command, args]);
-const version = (pkg) => JSON.parse(readFileSync(join(root, 'node_modules', pkg, 'package.json'), 'utf8')).version;
 const answered = async (url) => Number(await (await fetch(`${url}count`)).text());
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
@@ -93,7 +95,13 @@ function run(command, args) {
 const clients = {
   'ours (runLoad)': async (url) => {
     const child = await run(
-      ...onCpu(1, process.execPath, [join(root, 'benchmarks/client-throughput.js'), '--ours', url]),
+      ...onCpu(1, process.execPath, [
+        join(root, 'benchmarks/client-throughput.js'),
+        '--ours',
+        url,
+        String(SECONDS),
+        String(WARMUP_SECONDS),
+      ]),
     );
     const result = JSON.parse(child.out);
     const note = `p99 ${result.latency.p99.toFixed(1)} ms, errors ${result.errorCount}`;
@@ -130,60 +138,59 @@ const port = await new Promise((resolve, reject) => {
 });
 const url = `http://127.0.0.1:${port}/`;
 const tmp = await mkdtemp(join(tmpdir(), 'batchserve-client-bench-'));
+const record = resultRecord(
+  'client-throughput',
+  flags,
+  {
+    settings: {
+      concurrency: CONCURRENCY,
+      seconds: SECONDS,
+      warmupSeconds: WARMUP_SECONDS,
+      rounds: ROUNDS,
+      bodyBytes: BODY.length,
+      pinned,
+      wrk: clients.wrk !== undefined,
+    },
+    runs: [],
+    medians: [],
+    targets: [],
+  },
+  ['undici', 'autocannon'],
+);
 try {
-  console.log(`machine: ${cpus()[0]?.model ?? 'unknown CPU'} × ${cpus().length}, ${process.platform} ${release()}`);
-  console.log(`node ${process.version}, onnxruntime-node ${version('onnxruntime-node')} (not loaded)`);
-  console.log(`undici ${version('undici')}, autocannon ${version('autocannon')}`);
-  console.log(
-    pinned
-      ? 'server pinned to CPU 0 (taskset -c 0), each client to CPU 1 (taskset -c 1)'
-      : 'not pinned (taskset missing or a single CPU): figures include CPU contention with the server',
-  );
-  if (!clients.wrk) console.log('wrk not installed, skipped');
-  console.log(
-    `load: POST ${BODY.length}-byte JSON body, concurrency ${CONCURRENCY}, ${SECONDS} s per run ` +
-      `(after ${WARMUP_SECONDS} s warm-up for ours and autocannon), ${ROUNDS} rounds\n`,
-  );
-
-  const results = Object.fromEntries(Object.keys(clients).map((name) => [name, []]));
+  console.log(clientThroughput.header(record));
   for (let round = 1; round <= ROUNDS; round++) {
-    for (const [name, measure] of Object.entries(clients)) {
+    for (const [client, measure] of Object.entries(clients)) {
       const before = await answered(url);
       const { child, rate, note } = await measure(url, tmp);
-      const result = { rate, cpuUs: (child.cpuSeconds / ((await answered(url)) - before)) * 1e6, note };
-      results[name].push(result);
-      console.log(
-        `round ${round}  ${name.padEnd(15)} ${result.rate.toFixed(0).padStart(7)} req/s  ` +
-          `${result.cpuUs.toFixed(1).padStart(5)} µs CPU/request  (${result.note})`,
-      );
+      const cpuUs = (child.cpuSeconds / ((await answered(url)) - before)) * 1e6;
+      const entry = { round, client, rate, cpuUs, note };
+      record.runs.push(entry);
+      console.log(clientThroughput.run(entry));
     }
   }
-
-  const medians = Object.fromEntries(
-    Object.entries(results).map(([name, runs]) => [
-      name,
-      { rate: median(runs.map((run) => run.rate)), cpuUs: median(runs.map((run) => run.cpuUs)) },
-    ]),
-  );
-  console.log(`\nmedians of ${ROUNDS} rounds:`);
-  for (const [name, { rate, cpuUs }] of Object.entries(medians)) {
-    console.log(
-      `  ${name.padEnd(15)} ${rate.toFixed(0).padStart(7)} req/s  ${cpuUs.toFixed(1).padStart(5)} µs CPU/request`,
-    );
+  for (const client of Object.keys(clients)) {
+    const runs = record.runs.filter((entry) => entry.client === client);
+    const rate = median(runs.map((entry) => entry.rate));
+    record.medians.push({ client, rate, cpuUs: median(runs.map((entry) => entry.cpuUs)) });
   }
-  const ours = medians['ours (runLoad)'];
-  for (const [name, target] of [
+  const medianOf = (client) => record.medians.find((each) => each.client === client);
+  const ours = medianOf('ours (runLoad)');
+  for (const [reference, target] of [
     ['autocannon', 1],
     ['wrk', 0.6],
   ]) {
-    const reference = medians[name];
-    if (!reference) continue;
-    const ratio = ours.rate / reference.rate;
-    console.log(
-      `ours / ${name}: ${ratio.toFixed(2)} req/s (target ≥ ${target.toFixed(2)}: ${ratio >= target ? 'met' : 'MISSED'}), ` +
-        `${(ours.cpuUs / reference.cpuUs).toFixed(2)}× its CPU per request`,
-    );
+    const other = medianOf(reference);
+    if (!other) continue;
+    const ratio = ours.rate / other.rate;
+    record.targets.push({ reference, target, ratio, cpuRatio: ours.cpuUs / other.cpuUs, met: ratio >= target });
   }
+  console.log(clientThroughput.summary(record));
+  await writeResult(flags.json, record);
+  exitOnMissed(
+    flags,
+    record.targets.map(({ reference, target, met }) => ({ label: `ours / ${reference} ≥ ${target}`, met })),
+  );
 } finally {
   server.kill();
   await rm(tmp, { recursive: true, force: true });

@@ -3,20 +3,31 @@
 // model in one server, measures the tiny model's latency at concurrency 1 alone, then while 8
 // clients send PNG images to the classifier, and prints the ratios — once with instances on
 // the main thread and once in worker threads (runtime.thread).
-// Usage: npm run build && node benchmarks/event-loop-stall.js
+// Writes benchmarks/results/event-loop-stall.json (see results.js for --quick, --json).
+// Usage: npm run bench:stall [-- --quick]
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { PNG } from 'pngjs';
 import { pino } from 'pino';
 import { request } from 'undici';
-import ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
 import { packArchive } from '../dist/src/archive/pack.js';
 import { DEMO_MODEL_PATH } from '../dist/src/runtime/demo-model.js';
 import { validateServerConfig } from '../dist/src/server/server-config.js';
 import { startServer } from '../dist/src/server/server.js';
+import { eventLoopStall } from './render.js';
+import { benchFlags, resultRecord, writeResult } from './results.js';
+
+const flags = benchFlags('event-loop-stall');
+// --quick: a quarter of the requests.
+const settings = {
+  warmupRequests: flags.quick ? 50 : 200,
+  requests: flags.quick ? 100 : 400,
+  imageClients: 8,
+  image: '1280×320',
+};
 
 const { onnx } = onnxProto;
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-stall-'));
@@ -90,15 +101,15 @@ async function measure(thread) {
     }
     return latencies.sort((a, b) => a - b);
   };
-  await tinyLatencies(200);
-  const alone = await tinyLatencies(400);
+  await tinyLatencies(settings.warmupRequests);
+  const alone = await tinyLatencies(settings.requests);
   let loading = true;
-  const clients = Array.from({ length: 8 }, async () => {
+  const clients = Array.from({ length: settings.imageClients }, async () => {
     while (loading) await post('/predictions/orientation', photo, 'image/png');
   });
   const loopDelay = monitorEventLoopDelay({ resolution: 1 });
   loopDelay.enable();
-  const loaded = await tinyLatencies(400);
+  const loaded = await tinyLatencies(settings.requests);
   loopDelay.disable();
   loading = false;
   await Promise.all(clients);
@@ -106,25 +117,19 @@ async function measure(thread) {
   return { alone, loaded, loopDelay };
 }
 
-console.log(
-  `node ${process.version}, onnxruntime-node ${ort.env.versions.common}, ${cpus().length}× ${cpus()[0]?.model}`,
-);
+const record = resultRecord('event-loop-stall', flags, { settings, modes: [] });
+console.log(eventLoopStall.header(record));
 for (const thread of ['main', 'worker']) {
   const { alone, loaded, loopDelay } = await measure(thread);
-  const row = (label, p50, p99) => `  ${label.padEnd(40)}${p50.padStart(9)}${p99.padStart(9)}`;
-  console.log(`\nruntime.thread: ${thread} — tiny model latency at concurrency 1`);
-  console.log(row('', 'p50 ms', 'p99 ms'));
-  console.log(row('alone', pct(alone, 0.5).toFixed(3), pct(alone, 0.99).toFixed(3)));
-  console.log(row('while 8 clients send 1280×320 PNGs', pct(loaded, 0.5).toFixed(3), pct(loaded, 0.99).toFixed(3)));
-  console.log(
-    row(
-      'ratio loaded / alone',
-      (pct(loaded, 0.5) / pct(alone, 0.5)).toFixed(1),
-      (pct(loaded, 0.99) / pct(alone, 0.99)).toFixed(1),
-    ),
-  );
-  console.log(
-    `  event-loop delay under image load: p99 ${(loopDelay.percentile(99) / 1e6).toFixed(1)} ms, max ${(loopDelay.max / 1e6).toFixed(1)} ms`,
-  );
+  const mode = {
+    thread,
+    alone: { p50: pct(alone, 0.5), p99: pct(alone, 0.99) },
+    loaded: { p50: pct(loaded, 0.5), p99: pct(loaded, 0.99) },
+    ratio: { p50: pct(loaded, 0.5) / pct(alone, 0.5), p99: pct(loaded, 0.99) / pct(alone, 0.99) },
+    loopDelay: { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 },
+  };
+  record.modes.push(mode);
+  console.log(eventLoopStall.mode(mode, settings));
 }
+await writeResult(flags.json, record);
 await rm(dir, { recursive: true, force: true });

@@ -1,23 +1,43 @@
 // How close does the server get to the model's own limit on the demo model?
 // Runs `bench --in-process` (the curve straight on the session) and served sweeps with binary
 // and JSON tensors, the server pinned to CPU 0 and the client to CPU 1 (taskset, when present),
-// and prints the ratios the project aims at:
+// and prints the ratios the project aims at (AIMS below), each marked met or MISSED:
 //   served throughput (best sweep point) ÷ in-process limit   binary ≥ 0.95, JSON ≥ 0.6
 //   realized batching speedup ÷ speedup predicted in process   ≥ 0.9
 //   added p50 latency at concurrency 1, delay 0 over the in-process call   ≤ 150 µs
-// Usage: npm run build && node benchmarks/served-vs-in-process.js
+// Writes benchmarks/results/served-vs-in-process.json (see results.js for --quick, --check, --json).
+// Usage: npm run bench:served [-- --quick] [-- --check]
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import ort from 'onnxruntime-node';
 import { DEMO_MODEL_PATH } from '../dist/src/runtime/demo-model.js';
+import { servedVsInProcess } from './render.js';
+import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
+
+const AIMS = {
+  served: { 'v2-binary': 0.95, 'v2-json': 0.6 },
+  speedup: 0.9,
+  addedP50Us: 150,
+};
+const flags = benchFlags('served-vs-in-process');
+// --quick: B 1 and 8, no delay, concurrency 1 and 8, sub-second points; T(B) up to 8.
+const settings = {
+  pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0,
+  inProcessUpTo: flags.quick ? 8 : 32,
+  batchSizes: flags.quick ? [1, 8] : [1, 8, 32],
+  delays: flags.quick ? ['0'] : ['0', '2ms'],
+  concurrency: flags.quick ? [1, 8] : [1, 8, 32],
+  window: flags.quick ? '250ms' : '1s',
+  warmup: flags.quick ? '250ms' : '1s',
+  duration: flags.quick ? '750ms' : '6s',
+};
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 const examples = fileURLToPath(new URL('../examples/orientation/', import.meta.url));
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-served-'));
-const pinned = spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0;
+const { pinned } = settings;
 const onCpu0 = (args) => (pinned ? ['taskset', ['-c', '0', process.execPath, ...args]] : [process.execPath, args]);
 const run = (args) => {
   const [command, commandArgs] = onCpu0([bin, ...args]);
@@ -42,8 +62,15 @@ run([
   dir,
 ]);
 const archive = join(dir, 'orientation.mar');
-run(['bench', archive, '--in-process', '--batch-sizes', '32', '--json', join(dir, 'in-process.json')]);
-const timing = { window: ['--window', '1s', '--warmup', '1s', '--duration', '6s'] };
+run([
+  'bench',
+  archive,
+  '--in-process',
+  '--batch-sizes',
+  String(settings.inProcessUpTo),
+  '--json',
+  join(dir, 'in-process.json'),
+]);
 for (const protocol of ['v2-binary', 'v2-json']) {
   // The bench client itself runs on CPU 1; with --pin it moves there and serves on CPU 0.
   execFileSync(
@@ -56,12 +83,17 @@ for (const protocol of ['v2-binary', 'v2-json']) {
       '--protocol',
       protocol,
       '--batch-sizes',
-      '1,8,32',
+      settings.batchSizes.join(','),
       '--delays',
-      '0,2ms',
+      settings.delays.join(','),
       '--concurrency',
-      '1,8,32',
-      ...timing.window,
+      settings.concurrency.join(','),
+      '--window',
+      settings.window,
+      '--warmup',
+      settings.warmup,
+      '--duration',
+      settings.duration,
       '--json',
       join(dir, `${protocol}.json`),
     ],
@@ -69,38 +101,59 @@ for (const protocol of ['v2-binary', 'v2-json']) {
   );
 }
 
-const inProcess = (await report('in-process.json')).inProcess;
-const limit = Math.max(...inProcess.samples.map((s) => (s.batchSize * 1000) / s.ms));
-const predicted = (b) => (b * (inProcess.c + inProcess.m)) / (inProcess.c + b * inProcess.m);
-const t1 = inProcess.samples.find((s) => s.batchSize === 1).ms;
+const fit = (await report('in-process.json')).inProcess;
+const predicted = (b) => (b * (fit.c + fit.m)) / (fit.c + b * fit.m);
+const inProcess = {
+  c: fit.c,
+  m: fit.m,
+  ceiling: fit.ceiling,
+  limit: Math.max(...fit.samples.map((s) => (s.batchSize * 1000) / s.ms)),
+  t1: fit.samples.find((s) => s.batchSize === 1).ms,
+};
 
-console.log(
-  `node ${process.version}, onnxruntime-node ${ort.env.versions.common}, ${cpus().length}× ${cpus()[0]?.model}`,
-);
-console.log(
-  pinned ? 'server pinned to CPU 0, client to CPU 1 (taskset)' : 'taskset not found: server and client share the CPUs',
-);
-console.log(
-  `in-process: c = ${inProcess.c.toFixed(3)} ms, m = ${inProcess.m.toFixed(3)} ms, ceiling ${inProcess.ceiling.toFixed(2)}×, limit ${limit.toFixed(0)} items/s`,
-);
+const protocols = [];
 for (const protocol of ['v2-binary', 'v2-json']) {
   const { points } = await report(`${protocol}.json`);
   const best = points.reduce((a, b) => (b.itemsPerSecond > a.itemsPerSecond ? b : a));
   const bestAt = (size) =>
     Math.max(...points.filter((p) => p.server.maxBatchSize === size).map((p) => p.itemsPerSecond));
-  const realized = bestAt(best.server.maxBatchSize) / bestAt(1);
+  const batchSize = best.server.maxBatchSize;
+  const realizedSpeedup = bestAt(batchSize) / bestAt(1);
   const solo = points.find(
     (p) => p.server.maxBatchSize === 1 && p.server.maxQueueDelayUs === 0 && p.load.concurrency === 1,
   );
-  console.log(
-    `\n${protocol}: best ${best.itemsPerSecond.toFixed(0)} items/s at B=${best.server.maxBatchSize} delay ${best.server.maxQueueDelayUs} µs, concurrency ${best.load.concurrency}`,
-  );
-  console.log(`  served ÷ in-process limit            ${(best.itemsPerSecond / limit).toFixed(3)}`);
-  console.log(
-    `  realized speedup ÷ predicted S(${best.server.maxBatchSize})    ${(realized / predicted(best.server.maxBatchSize)).toFixed(3)}  (realized ${realized.toFixed(2)}×, predicted ${predicted(best.server.maxBatchSize).toFixed(2)}×)`,
-  );
-  console.log(
-    `  added p50 latency at c=1, delay 0    ${((solo.latency.p50 - t1) * 1000).toFixed(0)} µs  (served p50 ${solo.latency.p50.toFixed(3)} ms, in-process T(1) ${t1.toFixed(3)} ms)`,
-  );
+  const servedRatio = best.itemsPerSecond / inProcess.limit;
+  const speedupRatio = realizedSpeedup / predicted(batchSize);
+  const addedP50Us = (solo.latency.p50 - inProcess.t1) * 1000;
+  protocols.push({
+    protocol,
+    best: {
+      itemsPerSecond: best.itemsPerSecond,
+      batchSize,
+      delayUs: best.server.maxQueueDelayUs,
+      concurrency: best.load.concurrency,
+    },
+    servedRatio,
+    realizedSpeedup,
+    predictedSpeedup: predicted(batchSize),
+    speedupRatio,
+    soloP50Ms: solo.latency.p50,
+    addedP50Us,
+    verdicts: [
+      { key: 'served', aim: `≥ ${AIMS.served[protocol]}`, met: servedRatio >= AIMS.served[protocol] },
+      { key: 'speedup', aim: `≥ ${AIMS.speedup}`, met: speedupRatio >= AIMS.speedup },
+      { key: 'latency', aim: `≤ ${AIMS.addedP50Us} µs`, met: addedP50Us <= AIMS.addedP50Us },
+    ],
+  });
 }
+
+const record = resultRecord('served-vs-in-process', flags, { settings, inProcess, protocols });
+console.log(servedVsInProcess.render(record));
+await writeResult(flags.json, record);
+exitOnMissed(
+  flags,
+  protocols.flatMap(({ protocol, verdicts }) =>
+    verdicts.map(({ key, aim, met }) => ({ label: `${protocol} ${key} ${aim}`, met })),
+  ),
+);
 await rm(dir, { recursive: true, force: true });

@@ -1,7 +1,8 @@
-import { test } from 'node:test';
+import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { packArchive } from '../../src/archive/pack.js';
@@ -19,23 +20,33 @@ function bench(args: string[]): Promise<{ code: number; stdout: string; stderr: 
   });
 }
 
-/** The cost model (c ≈ a 640² matrix product, m ≈ two passes over 131 072 values a row), packed. */
-async function costArchive(dir: string): Promise<string> {
-  const model = await writeModel(dir, 'cost.onnx', costModel({ n: 640, width: 131_072 }));
+/**
+ * The cost model (c ≈ a 640² matrix product, m ≈ two passes over 131 072 values a row), packed
+ * once for both tests.
+ */
+let archive = '';
+let archiveDir = '';
+before(async () => {
+  archiveDir = await mkdtemp(join(tmpdir(), 'batchserve-bench-cli-'));
+  const model = await writeModel(archiveDir, 'cost.onnx', costModel({ n: 640, width: 131_072 }));
   await writeFile(
-    join(dir, 'cost.yaml'),
+    join(archiveDir, 'cost.yaml'),
     'max_batch_size: 8\nruntime:\n  graph_optimization_level: disabled\n  intra_op_threads: 1\n',
   );
-  return (
-    await packArchive({ modelName: 'cost', serializedFile: model, configFile: join(dir, 'cost.yaml'), exportPath: dir })
-  ).path;
-}
+  const configFile = join(archiveDir, 'cost.yaml');
+  archive = (await packArchive({ modelName: 'cost', serializedFile: model, configFile, exportPath: archiveDir })).path;
+});
+after(() => rm(archiveDir, { recursive: true, force: true }));
 
-const SHORT = ['--window', '250ms', '--warmup', '200ms', '--duration', '750ms'];
+const SHORT = ['--window', '100ms', '--warmup', '100ms', '--duration', '300ms'];
+/**
+ * Each point runs until 120 requests are measured, however busy the machine: enough passes for
+ * the server's statistics to time each batch size it formed (sweep.ts wants 10 of a size).
+ */
+const COUNTED = ['--window', '100ms', '--warmup', '100ms', '--requests', '120', '--duration', '60s'];
 
 test('a sweep of 2 batch sizes × 2 delays × 2 concurrency levels writes the table, JSON, CSV, Markdown and HTML', async (t) => {
   const dir = await tempDir(t);
-  const archive = await costArchive(dir);
   const files = {
     json: join(dir, 'r.json'),
     csv: join(dir, 'r.csv'),
@@ -50,8 +61,10 @@ test('a sweep of 2 batch sizes × 2 delays × 2 concurrency levels writes the ta
     '--delays',
     '0,2ms',
     '--concurrency',
-    '1,4',
-    ...SHORT,
+    '1,8',
+    ...COUNTED,
+    '--stability',
+    '0',
     '--slo-p99',
     '10s',
     '--json',
@@ -73,27 +86,36 @@ test('a sweep of 2 batch sizes × 2 delays × 2 concurrency levels writes the ta
       (p) =>
         `${p.server.maxBatchSize}/${p.server.maxQueueDelayUs}/${p.load.kind === 'concurrency' ? p.load.concurrency : 0}`,
     ),
-    ['1/0/1', '1/0/4', '1/2000/1', '1/2000/4', '8/0/1', '8/0/4', '8/2000/1', '8/2000/4'],
+    ['1/0/1', '1/0/8', '1/2000/1', '1/2000/8', '8/0/1', '8/0/8', '8/2000/1', '8/2000/8'],
   );
+  // --stability 0: no early stop once windows agree; each point runs to its 120 requests.
   for (const point of report.points) {
     assert.equal(point.errorCount, 0);
-    assert.ok(point.requests > 0 && point.throughput > 0);
+    assert.ok(point.requests === 120 && point.throughput > 0, `${point.requests} requests`);
     assert.ok(point.serverSide && point.serverSide.requests > 0);
   }
-  const batched = report.points.find(
-    (p) => p.server.maxBatchSize === 8 && p.load.kind === 'concurrency' && p.load.concurrency === 4,
-  );
-  assert.ok((batched?.serverSide?.averageBatch ?? 0) > 1.5, 'the server formed batches at concurrency 4');
+  // Each point ran the server settings it names: B=1 never batches, and at B=8 eight clients
+  // kept a ~6 ms forward pass busy enough for requests to queue and share a pass.
+  const averageBatch = (size: number): number[] =>
+    report.points.filter((p) => p.server.maxBatchSize === size).map((p) => p.serverSide?.averageBatch ?? 0);
+  assert.deepEqual(averageBatch(1), [1, 1, 1, 1]);
+  assert.ok(Math.max(...averageBatch(8)) > 1.5, `average batches at B=8: ${averageBatch(8).join(', ')}`);
   assert.ok(report.recommendation?.snippet.includes('max_batch_size'));
 
-  // The fit from the server's statistics agrees with the model's own in-process curve.
+  // The server's statistics time the same forward pass as the in-process run, in the same unit.
+  // Compared per pass at B=1, the size every point ran most: a fitted c and m are too noisy to
+  // compare on two shared cores (the fit itself: fit.test.ts). A factor of 3 allows for the
+  // contention; a unit slip (ns, µs) or a time per request instead of per pass is far outside.
   const server = report.fit;
   const own = report.inProcess;
   assert.ok(server && own, 'both fits present');
-  // Within a factor of two: server, client and other test files share two cores here.
-  const within = (a: number, b: number): boolean => a / b > 0.5 && a / b < 2;
-  assert.ok(within(server.c, own.c), `c: server ${server.c} ms vs in-process ${own.c} ms`);
-  assert.ok(within(server.m, own.m), `m: server ${server.m} ms vs in-process ${own.m} ms`);
+  const single = (fit: typeof own): number => fit.samples.find((sample) => sample.batchSize === 1)?.ms ?? NaN;
+  const ratio = single(server) / single(own);
+  assert.ok(ratio > 1 / 3 && ratio < 3, `T(1): server ${single(server)} ms vs in-process ${single(own)} ms`);
+  assert.deepEqual(
+    own.samples.map((sample) => sample.batchSize),
+    [1, 2, 4, 8],
+  );
   assert.ok(own.ceiling > 3, `the cost model batches well (ceiling ${own.ceiling})`);
 
   const csv = (await readFile(files.csv, 'utf8')).trim().split('\n');
@@ -106,24 +128,19 @@ test('a sweep of 2 batch sizes × 2 delays × 2 concurrency levels writes the ta
 
 test('the CI gate exits 1 on a breached threshold or a regression and 0 otherwise', async (t) => {
   const dir = await tempDir(t);
-  const archive = await costArchive(dir);
   const baselineFile = join(dir, 'baseline.json');
-  const pass = await bench([
-    archive,
-    '--concurrency',
-    '2',
-    ...SHORT,
-    '--fail-on',
-    'p99>60s,errors>0',
-    '--json',
-    baselineFile,
+  // Independent runs side by side: none of their verdicts depends on how fast the machine is.
+  const [pass, breach, usage] = await Promise.all([
+    bench([archive, '--concurrency', '2', ...SHORT, '--fail-on', 'p99>60s,errors>0', '--json', baselineFile]),
+    bench([archive, '--concurrency', '2', ...SHORT, '--fail-on', 'throughput<1000000']),
+    bench([archive]),
   ]);
   assert.equal(pass.code, 0, pass.stderr);
-
-  const breach = await bench([archive, '--concurrency', '2', ...SHORT, '--fail-on', 'throughput<1000000']);
   assert.equal(breach.code, 1);
   assert.match(breach.stderr, /throughput/);
   assert.match(breach.stderr, /BS_ERR_BENCH_GATE/);
+  assert.equal(usage.code, 2);
+  assert.match(usage.stderr, /--concurrency/);
 
   const baseline = JSON.parse(await readFile(baselineFile, 'utf8')) as BenchReport & {
     points: { throughput: number }[];
@@ -145,8 +162,4 @@ test('the CI gate exits 1 on a breached threshold or a regression and 0 otherwis
   ]);
   assert.equal(regressed.code, 1);
   assert.match(regressed.stderr, /throughput/);
-
-  const usage = await bench([archive]);
-  assert.equal(usage.code, 2);
-  assert.match(usage.stderr, /--concurrency/);
 });

@@ -1,0 +1,126 @@
+// The printed figures of each benchmark, rendered from its JSON result: the script prints them
+// as it runs, and `npm run docs:bench` puts the same text into docs/benchmarks.md.
+
+function environmentLines(result, { onnxruntimeLoaded = true } = {}) {
+  const env = result.environment;
+  const system = [env.platform, env.release].filter(Boolean).join(' ');
+  const load = env.loadAverage ? `, load average ${env.loadAverage[0]}` : '';
+  const provenance =
+    result.source === 'run'
+      ? `run ${result.date.slice(0, 16).replace('T', ' ')} UTC${result.quick ? ' with --quick: its shortest settings, rougher figures' : ''}`
+      : `${result.source} (figures of ${result.date.slice(0, 10)} or earlier)`;
+  return [
+    `machine: ${env.cpu} × ${env.cpus}${system ? `, ${system}` : ''}${load}`,
+    `node ${env.node}, onnxruntime-node ${env.onnxruntime}${onnxruntimeLoaded ? '' : ' (not loaded)'}`,
+    provenance,
+  ];
+}
+
+const fixed = (value, digits) => value.toFixed(digits);
+const metOrMissed = (met) => (met ? 'met' : 'MISSED');
+
+export const clientThroughput = {
+  header(result) {
+    const { settings, environment } = result;
+    return [
+      ...environmentLines(result, { onnxruntimeLoaded: false }),
+      `undici ${environment.undici}, autocannon ${environment.autocannon}`,
+      settings.pinned
+        ? 'server pinned to CPU 0 (taskset -c 0), each client to CPU 1 (taskset -c 1)'
+        : 'not pinned (taskset missing or a single CPU): figures include CPU contention with the server',
+      ...(settings.wrk ? [] : ['wrk not installed, skipped']),
+      `load: POST ${settings.bodyBytes}-byte JSON body, concurrency ${settings.concurrency}, ${settings.seconds} s per run ` +
+        `(after ${settings.warmupSeconds} s warm-up for ours and autocannon), ${settings.rounds} rounds`,
+      '',
+    ].join('\n');
+  },
+  run(run) {
+    return (
+      `round ${run.round}  ${run.client.padEnd(15)} ${fixed(run.rate, 0).padStart(7)} req/s  ` +
+      `${fixed(run.cpuUs, 1).padStart(5)} µs CPU/request  (${run.note})`
+    );
+  },
+  summary(result) {
+    return [
+      `\nmedians of ${result.settings.rounds} rounds:`,
+      ...result.medians.map(
+        ({ client, rate, cpuUs }) =>
+          `  ${client.padEnd(15)} ${fixed(rate, 0).padStart(7)} req/s  ${fixed(cpuUs, 1).padStart(5)} µs CPU/request`,
+      ),
+      ...result.targets.map(
+        ({ reference, target, ratio, cpuRatio, met }) =>
+          `ours / ${reference}: ${fixed(ratio, 2)} req/s (target ≥ ${fixed(target, 2)}: ${metOrMissed(met)}), ` +
+          `${fixed(cpuRatio, 2)}× its CPU per request`,
+      ),
+    ].join('\n');
+  },
+  render(result) {
+    return [this.header(result), ...result.runs.map((run) => this.run(run)), this.summary(result)].join('\n');
+  },
+};
+
+export const eventLoopStall = {
+  header(result) {
+    const { settings } = result;
+    return [
+      ...environmentLines(result),
+      `tiny model: ${settings.warmupRequests} warm-up requests, then ${settings.requests} timed at concurrency 1, ` +
+        `alone and while ${settings.imageClients} clients send ${settings.image} PNGs`,
+    ].join('\n');
+  },
+  mode({ thread, alone, loaded, ratio, loopDelay }, { imageClients, image }) {
+    const row = (label, p50, p99) => `  ${label.padEnd(40)}${p50.padStart(9)}${p99.padStart(9)}`;
+    return [
+      `\nruntime.thread: ${thread} — tiny model latency at concurrency 1`,
+      row('', 'p50 ms', 'p99 ms'),
+      row('alone', fixed(alone.p50, 3), fixed(alone.p99, 3)),
+      row(`while ${imageClients} clients send ${image} PNGs`, fixed(loaded.p50, 3), fixed(loaded.p99, 3)),
+      row('ratio loaded / alone', fixed(ratio.p50, 1), fixed(ratio.p99, 1)),
+      `  event-loop delay under image load: p99 ${fixed(loopDelay.p99, 1)} ms, max ${fixed(loopDelay.max, 1)} ms`,
+    ].join('\n');
+  },
+  render(result) {
+    return [this.header(result), ...result.modes.map((mode) => this.mode(mode, result.settings))].join('\n');
+  },
+};
+
+export const servedVsInProcess = {
+  render(result) {
+    const { settings, inProcess } = result;
+    const lines = [
+      ...environmentLines(result),
+      settings.pinned
+        ? 'server pinned to CPU 0, client to CPU 1 (taskset)'
+        : 'taskset not found: server and client share the CPUs',
+      `sweep: batch sizes ${settings.batchSizes.join(', ')} × delays ${settings.delays.join(', ')} × ` +
+        `concurrency ${settings.concurrency.join(', ')}; ${settings.window} windows after ${settings.warmup} warm-up, ` +
+        `up to ${settings.duration}`,
+      `in-process: c = ${fixed(inProcess.c, 3)} ms, m = ${fixed(inProcess.m, 3)} ms, ceiling ${fixed(inProcess.ceiling, 2)}×, ` +
+        `limit ${fixed(inProcess.limit, 0)} items/s`,
+    ];
+    for (const served of result.protocols) {
+      const { best, verdicts } = served;
+      const verdict = (key) => {
+        const { aim, met } = verdicts.find((each) => each.key === key);
+        return `aim ${aim}: ${metOrMissed(met)}`;
+      };
+      lines.push(
+        `\n${served.protocol}: best ${fixed(best.itemsPerSecond, 0)} items/s at B=${best.batchSize} delay ${best.delayUs} µs, ` +
+          `concurrency ${best.concurrency}`,
+        `  served ÷ in-process limit            ${fixed(served.servedRatio, 3)}  (${verdict('served')})`,
+        `  realized speedup ÷ predicted S(${best.batchSize})    ${fixed(served.speedupRatio, 3)}  ` +
+          `(${verdict('speedup')}; realized ${fixed(served.realizedSpeedup, 2)}×, predicted ${fixed(served.predictedSpeedup, 2)}×)`,
+        `  added p50 latency at c=1, delay 0    ${fixed(served.addedP50Us, 0)} µs  ` +
+          `(${verdict('latency')}; served p50 ${fixed(served.soloP50Ms, 3)} ms, in-process T(1) ${fixed(inProcess.t1, 3)} ms)`,
+      );
+    }
+    return lines.join('\n');
+  },
+};
+
+/** Each results/<name>.json's renderer, by name: the names the docs' markers use. */
+export const renderers = {
+  'client-throughput': (result) => clientThroughput.render(result),
+  'event-loop-stall': (result) => eventLoopStall.render(result),
+  'served-vs-in-process': (result) => servedVsInProcess.render(result),
+};
