@@ -48,12 +48,8 @@ export function matchRoute(
  * `sendError`) instead of resetting a client that is still sending.
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  try {
-    checkDeclaredLength(req, limit);
-  } catch (error) {
-    return Promise.reject(error as Error);
-  }
   return new Promise((resolve, reject) => {
+    checkDeclaredLength(req, limit);
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer): void => {

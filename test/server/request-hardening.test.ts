@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { affine, affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
 import { headersThenWait, openRaw, sendWholeThenRead } from '../fixtures/raw-http.js';
 import { tempDir } from '../fixtures/temp.js';
 
 const LIMIT = 256 * 1024;
 
-async function serveAffine(t: import('node:test').TestContext) {
+async function serveAffine(t: TestContext) {
   const dir = await tempDir(t);
   return startTestServer(t, { models: [`affine=${await packAffine(dir)}`], max_request_size: LIMIT });
 }
@@ -71,7 +71,9 @@ async function until(condition: () => boolean, what: string, ms = 10_000): Promi
 test('admission at the door: refusals are decided from the headers, before any body is read', async (t) => {
   const dir = await tempDir(t);
   const server = await startTestServer(t, {
-    models: [`affine=${await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_size: 1\n' })}`],
+    models: [
+      `affine=${await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_size: 1\n' })}`,
+    ],
     max_request_size: LIMIT,
   });
   const path = '/v2/models/affine/infer';
