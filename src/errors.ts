@@ -1,14 +1,20 @@
 /**
  * Every expected failure in batchserve is a BatchserveError with a stable `code`.
  * Callers and tests match on `code`; messages are for people and may change.
- * `httpStatus` is the one place an error is mapped to an HTTP status.
+ * `httpStatus` is the one place an error is mapped to an HTTP status. Code, status and exit
+ * code are statics, so they can be read from the class without constructing an error.
  * docs/errors.md lists every code; a test keeps the two in sync.
  */
 export class BatchserveError extends Error {
-  readonly code: string = 'BS_ERR_UNKNOWN';
-  readonly httpStatus: number = 500;
+  static readonly code: string = 'BS_ERR_UNKNOWN';
+  static readonly httpStatus: number = 500;
   /** Process exit code when this error ends a CLI command. */
-  readonly exitCode: number = 1;
+  static readonly exitCode: number = 1;
+
+  // Each instance carries its class's statics, so `error.code` and `ErrorClass.code` never differ.
+  readonly code: string = (this.constructor as typeof BatchserveError).code;
+  readonly httpStatus: number = (this.constructor as typeof BatchserveError).httpStatus;
+  readonly exitCode: number = (this.constructor as typeof BatchserveError).exitCode;
 
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
@@ -17,77 +23,91 @@ export class BatchserveError extends Error {
 }
 
 export class UsageError extends BatchserveError {
-  override readonly code = 'BS_ERR_USAGE';
-  override readonly httpStatus = 400;
-  override readonly exitCode = 2;
+  static override readonly code = 'BS_ERR_USAGE';
+  static override readonly httpStatus = 400;
+  static override readonly exitCode = 2;
+  declare readonly code: typeof UsageError.code;
 }
 
 // --- archives -------------------------------------------------------------
 
 export class InvalidModelNameError extends BatchserveError {
-  override readonly code = 'BS_ERR_INVALID_MODEL_NAME';
-  override readonly httpStatus = 400;
-  override readonly exitCode = 2;
+  static override readonly code = 'BS_ERR_INVALID_MODEL_NAME';
+  static override readonly httpStatus = 400;
+  static override readonly exitCode = 2;
+  declare readonly code: typeof InvalidModelNameError.code;
 }
 
 export class OutputExistsError extends BatchserveError {
-  override readonly code = 'BS_ERR_OUTPUT_EXISTS';
+  static override readonly code = 'BS_ERR_OUTPUT_EXISTS';
+  declare readonly code: typeof OutputExistsError.code;
 }
 
 export class InputFileError extends BatchserveError {
-  override readonly code = 'BS_ERR_INPUT_FILE';
+  static override readonly code = 'BS_ERR_INPUT_FILE';
+  declare readonly code: typeof InputFileError.code;
 }
 
 export class ArchiveUnsafePathError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_UNSAFE_PATH';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_UNSAFE_PATH';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveUnsafePathError.code;
 }
 
 export class ArchiveSymlinkError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_SYMLINK';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_SYMLINK';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveSymlinkError.code;
 }
 
 export class ArchiveDuplicateEntryError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_DUPLICATE_ENTRY';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_DUPLICATE_ENTRY';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveDuplicateEntryError.code;
 }
 
 export class ArchiveTooManyEntriesError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_TOO_MANY_ENTRIES';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_TOO_MANY_ENTRIES';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveTooManyEntriesError.code;
 }
 
 export class ArchiveTooLargeError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_TOO_LARGE';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_TOO_LARGE';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveTooLargeError.code;
 }
 
 export class ArchiveCorruptError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_CORRUPT';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_CORRUPT';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveCorruptError.code;
 }
 
 export class ArchiveManifestError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_MANIFEST';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_MANIFEST';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveManifestError.code;
 }
 
 export class ArchiveMissingFileError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_MISSING_FILE';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_MISSING_FILE';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveMissingFileError.code;
 }
 
 export class ArchiveIntegrityError extends BatchserveError {
-  override readonly code = 'BS_ERR_ARCHIVE_INTEGRITY';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_ARCHIVE_INTEGRITY';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ArchiveIntegrityError.code;
 }
 
 // --- config, model, handler -------------------------------------------------
 
 export class ConfigInvalidError extends BatchserveError {
-  override readonly code = 'BS_ERR_CONFIG_INVALID';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_CONFIG_INVALID';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ConfigInvalidError.code;
   readonly problems: readonly string[];
 
   /** `source` names the file (or "config") the problems were found in. */
@@ -102,8 +122,9 @@ export class ConfigInvalidError extends BatchserveError {
 }
 
 export class ModelSignatureMismatchError extends BatchserveError {
-  override readonly code = 'BS_ERR_MODEL_SIGNATURE_MISMATCH';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_MODEL_SIGNATURE_MISMATCH';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ModelSignatureMismatchError.code;
   readonly problems: readonly string[];
 
   constructor(source: string, problems: readonly string[]) {
@@ -113,87 +134,103 @@ export class ModelSignatureMismatchError extends BatchserveError {
 }
 
 export class ModelLoadError extends BatchserveError {
-  override readonly code = 'BS_ERR_MODEL_LOAD';
+  static override readonly code = 'BS_ERR_MODEL_LOAD';
+  declare readonly code: typeof ModelLoadError.code;
 }
 
 export class HandlerInvalidError extends BatchserveError {
-  override readonly code = 'BS_ERR_HANDLER_INVALID';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_HANDLER_INVALID';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof HandlerInvalidError.code;
 }
 
 export class InferenceInputError extends BatchserveError {
-  override readonly code = 'BS_ERR_INFERENCE_INPUT';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_INFERENCE_INPUT';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof InferenceInputError.code;
 }
 
 // --- serving ---------------------------------------------------------------
 
 export class ModelNotFoundError extends BatchserveError {
-  override readonly code = 'BS_ERR_MODEL_NOT_FOUND';
-  override readonly httpStatus = 404;
+  static override readonly code = 'BS_ERR_MODEL_NOT_FOUND';
+  static override readonly httpStatus = 404;
+  declare readonly code: typeof ModelNotFoundError.code;
 }
 
 export class ModelConflictError extends BatchserveError {
-  override readonly code = 'BS_ERR_MODEL_EXISTS';
-  override readonly httpStatus = 409;
+  static override readonly code = 'BS_ERR_MODEL_EXISTS';
+  static override readonly httpStatus = 409;
+  declare readonly code: typeof ModelConflictError.code;
 }
 
 /** The model's `version_policy` does not keep the version being loaded. */
 export class VersionPolicyError extends BatchserveError {
-  override readonly code = 'BS_ERR_VERSION_POLICY';
-  override readonly httpStatus = 409;
+  static override readonly code = 'BS_ERR_VERSION_POLICY';
+  static override readonly httpStatus = 409;
+  declare readonly code: typeof VersionPolicyError.code;
 }
 
 /** A canary is running where none may be, or none is running where one must be. */
 export class CanaryConflictError extends BatchserveError {
-  override readonly code = 'BS_ERR_CANARY_CONFLICT';
-  override readonly httpStatus = 409;
+  static override readonly code = 'BS_ERR_CANARY_CONFLICT';
+  static override readonly httpStatus = 409;
+  declare readonly code: typeof CanaryConflictError.code;
 }
 
 export class CanaryNotFoundError extends BatchserveError {
-  override readonly code = 'BS_ERR_CANARY_NOT_FOUND';
-  override readonly httpStatus = 404;
+  static override readonly code = 'BS_ERR_CANARY_NOT_FOUND';
+  static override readonly httpStatus = 404;
+  declare readonly code: typeof CanaryNotFoundError.code;
 }
 
 export class ModelNotReadyError extends BatchserveError {
-  override readonly code = 'BS_ERR_MODEL_NOT_READY';
-  override readonly httpStatus = 503;
+  static override readonly code = 'BS_ERR_MODEL_NOT_READY';
+  static override readonly httpStatus = 503;
+  declare readonly code: typeof ModelNotReadyError.code;
 }
 
 export class BatchTooLargeError extends BatchserveError {
-  override readonly code = 'BS_ERR_BATCH_TOO_LARGE';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_BATCH_TOO_LARGE';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof BatchTooLargeError.code;
 }
 
 export class QueueFullError extends BatchserveError {
-  override readonly code = 'BS_ERR_QUEUE_FULL';
-  override readonly httpStatus = 503;
+  static override readonly code = 'BS_ERR_QUEUE_FULL';
+  static override readonly httpStatus = 503;
+  declare readonly code: typeof QueueFullError.code;
 }
 
 export class QueueTimeoutError extends BatchserveError {
-  override readonly code = 'BS_ERR_QUEUE_TIMEOUT';
-  override readonly httpStatus = 503;
+  static override readonly code = 'BS_ERR_QUEUE_TIMEOUT';
+  static override readonly httpStatus = 503;
+  declare readonly code: typeof QueueTimeoutError.code;
 }
 
 /** The client went away while its request was queued; nothing is sent back. */
 export class RequestCancelledError extends BatchserveError {
-  override readonly code = 'BS_ERR_REQUEST_CANCELLED';
-  override readonly httpStatus = 499;
+  static override readonly code = 'BS_ERR_REQUEST_CANCELLED';
+  static override readonly httpStatus = 499;
+  declare readonly code: typeof RequestCancelledError.code;
 }
 
 export class InferenceFailedError extends BatchserveError {
-  override readonly code = 'BS_ERR_INFERENCE_FAILED';
-  override readonly httpStatus = 500;
+  static override readonly code = 'BS_ERR_INFERENCE_FAILED';
+  static override readonly httpStatus = 500;
+  declare readonly code: typeof InferenceFailedError.code;
 }
 
 export class RouteNotFoundError extends BatchserveError {
-  override readonly code = 'BS_ERR_ROUTE_NOT_FOUND';
-  override readonly httpStatus = 404;
+  static override readonly code = 'BS_ERR_ROUTE_NOT_FOUND';
+  static override readonly httpStatus = 404;
+  declare readonly code: typeof RouteNotFoundError.code;
 }
 
 export class MethodNotAllowedError extends BatchserveError {
-  override readonly code = 'BS_ERR_METHOD_NOT_ALLOWED';
-  override readonly httpStatus = 405;
+  static override readonly code = 'BS_ERR_METHOD_NOT_ALLOWED';
+  static override readonly httpStatus = 405;
+  declare readonly code: typeof MethodNotAllowedError.code;
   readonly allowed: readonly string[];
 
   constructor(method: string, path: string, allowed: readonly string[]) {
@@ -203,39 +240,45 @@ export class MethodNotAllowedError extends BatchserveError {
 }
 
 export class PayloadTooLargeError extends BatchserveError {
-  override readonly code = 'BS_ERR_PAYLOAD_TOO_LARGE';
-  override readonly httpStatus = 413;
+  static override readonly code = 'BS_ERR_PAYLOAD_TOO_LARGE';
+  static override readonly httpStatus = 413;
+  declare readonly code: typeof PayloadTooLargeError.code;
 }
 
 export class UnsupportedMediaTypeError extends BatchserveError {
-  override readonly code = 'BS_ERR_UNSUPPORTED_MEDIA_TYPE';
-  override readonly httpStatus = 415;
+  static override readonly code = 'BS_ERR_UNSUPPORTED_MEDIA_TYPE';
+  static override readonly httpStatus = 415;
+  declare readonly code: typeof UnsupportedMediaTypeError.code;
 }
 
 export class UnauthorizedError extends BatchserveError {
-  override readonly code = 'BS_ERR_UNAUTHORIZED';
-  override readonly httpStatus = 401;
+  static override readonly code = 'BS_ERR_UNAUTHORIZED';
+  static override readonly httpStatus = 401;
+  declare readonly code: typeof UnauthorizedError.code;
 }
 
 export class ForbiddenError extends BatchserveError {
-  override readonly code = 'BS_ERR_FORBIDDEN';
-  override readonly httpStatus = 403;
+  static override readonly code = 'BS_ERR_FORBIDDEN';
+  static override readonly httpStatus = 403;
+  declare readonly code: typeof ForbiddenError.code;
 }
 
 // --- management clients ----------------------------------------------------
 
 /** A CLI command's call to the management API failed: unreachable, or answered with an error. */
 export class ManagementCallError extends BatchserveError {
-  override readonly code = 'BS_ERR_MANAGEMENT_CALL';
-  override readonly httpStatus = 502;
+  static override readonly code = 'BS_ERR_MANAGEMENT_CALL';
+  static override readonly httpStatus = 502;
+  declare readonly code: typeof ManagementCallError.code;
 }
 
 // --- bench -----------------------------------------------------------------
 
 /** `bench --fail-on` or `--baseline` found violations; the message lists each. */
 export class BenchGateError extends BatchserveError {
-  override readonly code = 'BS_ERR_BENCH_GATE';
-  override readonly httpStatus = 400;
+  static override readonly code = 'BS_ERR_BENCH_GATE';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof BenchGateError.code;
 }
 
 /** Every error class, for docs/errors.md and the test that keeps it in sync. */

@@ -12,11 +12,19 @@ test('docs/errors.md lists exactly the error codes, with their exit codes and HT
     ]),
   );
   const actual = new Map(
-    errorClasses.map((ErrorClass) => {
-      const error = new (ErrorClass as new (...args: unknown[]) => BatchserveError)('x', [], []);
-      return [error.code, [error.exitCode, error.httpStatus]];
-    }),
+    errorClasses.map((ErrorClass) => [ErrorClass.code, [ErrorClass.exitCode, ErrorClass.httpStatus]]),
   );
   assert.deepEqual(documented, actual);
   assert.equal(actual.size, errorClasses.length, 'codes are unique');
+});
+
+test("every error carries its class's code, exit code and HTTP status", () => {
+  for (const ErrorClass of errorClasses) {
+    const error = new (ErrorClass as new (...args: unknown[]) => BatchserveError)('x', [], []);
+    assert.deepEqual(
+      [error.code, error.exitCode, error.httpStatus],
+      [ErrorClass.code, ErrorClass.exitCode, ErrorClass.httpStatus],
+      ErrorClass.name,
+    );
+  }
 });

@@ -93,46 +93,50 @@ class ShapeGroup {
  * whatever is queued when an instance frees, which still batches under load.
  */
 export class Batcher {
-  private policy: BatchingPolicy;
-  private runners: BatchRunner[];
-  private readonly idle: BatchRunner[];
-  private readonly groups = new Map<string, ShapeGroup>();
-  private queuedRows = 0;
+  #policy: BatchingPolicy;
+  #runners: BatchRunner[];
+  readonly #idle: BatchRunner[];
+  readonly #groups = new Map<string, ShapeGroup>();
+  #queuedRows = 0;
   /** Rows held for admitted requests still reading their bodies: one each, until they are queued. */
-  private reservedRows = 0;
-  private running = 0;
-  private wakeTimer: unknown;
-  private wakeAt = Infinity;
-  private drainWaiters: (() => void)[] = [];
+  #reservedRows = 0;
+  #running = 0;
+  #wakeTimer: unknown;
+  #wakeAt = Infinity;
+  #drainWaiters: (() => void)[] = [];
   /** Set while draining: queued requests go at once instead of waiting for fuller batches. */
-  private flushing = false;
+  #flushing = false;
+  readonly #observer: BatcherObserver;
+  readonly #clock: Clock;
 
   constructor(
     runners: readonly BatchRunner[],
     policy: BatchingPolicy,
-    private readonly observer: BatcherObserver = {},
-    private readonly clock: Clock = realClock,
+    observer: BatcherObserver = {},
+    clock: Clock = realClock,
   ) {
-    this.policy = policy;
-    this.runners = [...runners];
-    this.idle = [...runners];
+    this.#observer = observer;
+    this.#clock = clock;
+    this.#policy = policy;
+    this.#runners = [...runners];
+    this.#idle = [...runners];
   }
 
   get rowsQueued(): number {
-    return this.queuedRows;
+    return this.#queuedRows;
   }
 
   /** Rows held for admitted requests whose bodies are still arriving. */
   get rowsReserved(): number {
-    return this.reservedRows;
+    return this.#reservedRows;
   }
 
   get busyInstances(): number {
-    return this.runners.length - this.idle.length;
+    return this.#runners.length - this.#idle.length;
   }
 
   get batchingPolicy(): BatchingPolicy {
-    return this.policy;
+    return this.#policy;
   }
 
   /**
@@ -141,23 +145,23 @@ export class Batcher {
    * known once decoded, is checked again by `submit`.
    */
   reserve(): QueueReservation {
-    if (this.queuedRows + this.reservedRows + 1 > this.policy.maxQueueSize) {
+    if (this.#queuedRows + this.#reservedRows + 1 > this.#policy.maxQueueSize) {
       throw new QueueFullError('Exceeds maximum queue size');
     }
-    this.reservedRows += 1;
+    this.#reservedRows += 1;
     let held = true;
     return {
       release: () => {
         if (!held) return;
         held = false;
-        this.reservedRows -= 1;
+        this.#reservedRows -= 1;
       },
     };
   }
 
   submit(request: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
     options.reservation?.release();
-    const { policy } = this;
+    const policy = this.#policy;
     if (policy.maxBatchSize > 0 && options.rows > policy.maxBatchSize) {
       return Promise.reject(
         new BatchTooLargeError(
@@ -165,17 +169,17 @@ export class Batcher {
         ),
       );
     }
-    if (this.queuedRows + this.reservedRows + options.rows > policy.maxQueueSize) {
+    if (this.#queuedRows + this.#reservedRows + options.rows > policy.maxQueueSize) {
       return Promise.reject(new QueueFullError('Exceeds maximum queue size'));
     }
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
     return new Promise<SubmitResult>((resolve, reject) => {
-      const group = this.groupFor(options.shapeKey);
+      const group = this.#groupFor(options.shapeKey);
       const pending: Pending = {
         request,
         rows: options.rows,
         group,
-        enqueuedAt: this.clock.now(),
+        enqueuedAt: this.#clock.now(),
         state: 'queued',
         timer: undefined,
         detach: undefined,
@@ -184,42 +188,42 @@ export class Batcher {
       };
       const timeoutUs = effectiveTimeout(policy.defaultTimeoutUs, options.timeoutUs);
       if (timeoutUs > 0) {
-        pending.timer = this.clock.setTimeout(
-          () => this.dropQueued(pending, new QueueTimeoutError('Request timeout expired')),
+        pending.timer = this.#clock.setTimeout(
+          () => this.#dropQueued(pending, new QueueTimeoutError('Request timeout expired')),
           timeoutUs / 1000,
         );
       }
       if (options.signal) {
-        const onAbort = (): void => this.dropQueued(pending, new RequestCancelledError('the client went away'));
+        const onAbort = (): void => this.#dropQueued(pending, new RequestCancelledError('the client went away'));
         options.signal.addEventListener('abort', onAbort, { once: true });
         pending.detach = () => options.signal?.removeEventListener('abort', onAbort);
       }
       const level = Math.min(Math.max(1, options.priority ?? policy.priorityLevels), policy.priorityLevels);
       group.levels[level - 1]?.push(pending);
       group.rows += options.rows;
-      this.queuedRows += options.rows;
-      this.observer.queueChanged?.(this.queuedRows);
-      this.schedule();
+      this.#queuedRows += options.rows;
+      this.#observer.queueChanged?.(this.#queuedRows);
+      this.#schedule();
     });
   }
 
   /** Applies a new policy live; queued requests are batched under it from now on. */
   reconfigure(policy: BatchingPolicy): void {
-    if (policy.priorityLevels !== this.policy.priorityLevels) {
+    if (policy.priorityLevels !== this.#policy.priorityLevels) {
       throw new Error('priority levels cannot change on a live batcher');
     }
-    this.policy = policy;
-    this.schedule();
+    this.#policy = policy;
+    this.#schedule();
   }
 
   /** Replaces the instances; retired ones finish their running batch and are not reused. */
   setRunners(runners: readonly BatchRunner[]): void {
-    const busy = new Set(this.runners.filter((runner) => !this.idle.includes(runner)));
-    this.runners = [...runners];
-    this.idle.length = 0;
-    this.idle.push(...runners.filter((runner) => !busy.has(runner)));
-    this.observer.busyChanged?.(this.busyInstances, this.runners.length);
-    this.schedule();
+    const busy = new Set(this.#runners.filter((runner) => !this.#idle.includes(runner)));
+    this.#runners = [...runners];
+    this.#idle.length = 0;
+    this.#idle.push(...runners.filter((runner) => !busy.has(runner)));
+    this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
+    this.#schedule();
   }
 
   /**
@@ -227,81 +231,81 @@ export class Batcher {
    * Queued requests are dispatched without waiting out the queue delay.
    */
   drained(): Promise<void> {
-    if (this.queuedRows === 0 && this.running === 0) return Promise.resolve();
-    this.flushing = true;
-    const done = new Promise<void>((resolve) => this.drainWaiters.push(resolve));
-    this.schedule();
+    if (this.#queuedRows === 0 && this.#running === 0) return Promise.resolve();
+    this.#flushing = true;
+    const done = new Promise<void>((resolve) => this.#drainWaiters.push(resolve));
+    this.#schedule();
     return done;
   }
 
-  private groupFor(shapeKey: string): ShapeGroup {
-    let group = this.groups.get(shapeKey);
+  #groupFor(shapeKey: string): ShapeGroup {
+    let group = this.#groups.get(shapeKey);
     if (!group) {
-      group = new ShapeGroup(this.policy.priorityLevels);
-      this.groups.set(shapeKey, group);
+      group = new ShapeGroup(this.#policy.priorityLevels);
+      this.#groups.set(shapeKey, group);
     }
     return group;
   }
 
-  private dropQueued(pending: Pending, reason: Error): void {
+  #dropQueued(pending: Pending, reason: Error): void {
     if (pending.state !== 'queued') return;
-    this.settle(pending);
-    this.queuedRows -= pending.rows;
+    this.#settle(pending);
+    this.#queuedRows -= pending.rows;
     pending.group.rows -= pending.rows;
-    this.observer.queueChanged?.(this.queuedRows);
+    this.#observer.queueChanged?.(this.#queuedRows);
     pending.reject(reason);
-    this.notifyIfDrained();
-    this.schedule();
+    this.#notifyIfDrained();
+    this.#schedule();
   }
 
   /** Marks a request as leaving the queue for good: no timer or abort may touch it again. */
-  private settle(pending: Pending): void {
+  #settle(pending: Pending): void {
     pending.state = pending.state === 'queued' ? 'done' : pending.state;
-    if (pending.timer !== undefined) this.clock.clearTimeout(pending.timer);
+    if (pending.timer !== undefined) this.#clock.clearTimeout(pending.timer);
     pending.detach?.();
   }
 
-  private schedule(): void {
-    const now = this.clock.now();
+  #schedule(): void {
+    const now = this.#clock.now();
     let nextWake = Infinity;
-    const groups = [...this.groups.entries()]
+    const groups = [...this.#groups.entries()]
       .map(([key, group]) => ({ key, group, oldest: group.oldest() }))
       .filter(({ group, oldest }) => group.rows > 0 && oldest !== Infinity)
       .sort((a, b) => a.oldest - b.oldest);
     for (const { key, group, oldest } of groups) {
-      if (this.idle.length === 0) break;
-      const target = this.readyBatchRows(group.rows, now - oldest);
+      if (this.#idle.length === 0) break;
+      const target = this.#readyBatchRows(group.rows, now - oldest);
       if (target === 0) {
-        nextWake = Math.min(nextWake, oldest + this.policy.maxQueueDelayUs / 1000);
+        nextWake = Math.min(nextWake, oldest + this.#policy.maxQueueDelayUs / 1000);
         continue;
       }
-      this.dispatch(this.idle.shift() as BatchRunner, this.takeBatch(group, target));
-      if (group.rows === 0) this.groups.delete(key);
+      this.#dispatch(this.#idle.shift() as BatchRunner, this.#takeBatch(group, target));
+      if (group.rows === 0) this.#groups.delete(key);
       // The group may still hold a ready batch for another idle instance.
-      if (group.rows > 0 && this.idle.length > 0) {
-        this.schedule();
+      if (group.rows > 0 && this.#idle.length > 0) {
+        this.#schedule();
         return;
       }
     }
-    this.armWakeTimer(this.idle.length > 0 ? nextWake : Infinity);
+    this.#armWakeTimer(this.#idle.length > 0 ? nextWake : Infinity);
   }
 
   /**
    * How many rows to take now, or 0 to keep waiting: a full batch, else the largest preferred
    * size reached, else everything that fits once the oldest request's delay has run out.
    */
-  private readyBatchRows(queuedRows: number, oldestWaitMs: number): number {
-    const { maxBatchSize, preferredBatchSizes, maxQueueDelayUs } = this.policy;
+  #readyBatchRows(queuedRows: number, oldestWaitMs: number): number {
+    const { maxBatchSize, preferredBatchSizes, maxQueueDelayUs } = this.#policy;
     if (maxBatchSize === 0) return 1;
     if (queuedRows >= maxBatchSize) return maxBatchSize;
     let preferred = 0;
     for (const size of preferredBatchSizes) if (size <= queuedRows && size > preferred) preferred = size;
     if (preferred > 0) return preferred;
-    return this.flushing || oldestWaitMs * 1000 >= maxQueueDelayUs ? maxBatchSize : 0;
+    return this.#flushing || oldestWaitMs * 1000 >= maxQueueDelayUs ? maxBatchSize : 0;
   }
 
   /** Takes requests in priority, then arrival, order while they fit in `targetRows`. */
-  private takeBatch(group: ShapeGroup, targetRows: number): Pending[] {
+  #takeBatch(group: ShapeGroup, targetRows: number): Pending[] {
     const batch: Pending[] = [];
     let rows = 0;
     for (const level of group.levels) {
@@ -316,40 +320,40 @@ export class Batcher {
         level.shift();
         batch.push(head);
         rows += head.rows;
-        if (this.policy.maxBatchSize === 0) break;
+        if (this.#policy.maxBatchSize === 0) break;
       }
-      if (rows >= targetRows || (this.policy.maxBatchSize === 0 && batch.length > 0)) break;
+      if (rows >= targetRows || (this.#policy.maxBatchSize === 0 && batch.length > 0)) break;
     }
     group.rows -= rows;
-    this.queuedRows -= rows;
-    this.observer.queueChanged?.(this.queuedRows);
+    this.#queuedRows -= rows;
+    this.#observer.queueChanged?.(this.#queuedRows);
     return batch;
   }
 
-  private dispatch(runner: BatchRunner, batch: Pending[]): void {
-    const dispatchedAt = this.clock.now();
+  #dispatch(runner: BatchRunner, batch: Pending[]): void {
+    const dispatchedAt = this.#clock.now();
     for (const pending of batch) {
-      this.settle(pending);
+      this.#settle(pending);
       pending.state = 'running';
     }
-    this.running += 1;
-    this.observer.busyChanged?.(this.busyInstances, this.runners.length);
-    void this.execute(runner, batch, dispatchedAt).finally(() => {
-      this.running -= 1;
-      if (this.runners.includes(runner)) this.idle.push(runner);
-      this.observer.busyChanged?.(this.busyInstances, this.runners.length);
-      this.notifyIfDrained();
-      this.schedule();
+    this.#running += 1;
+    this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
+    void this.#execute(runner, batch, dispatchedAt).finally(() => {
+      this.#running -= 1;
+      if (this.#runners.includes(runner)) this.#idle.push(runner);
+      this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
+      this.#notifyIfDrained();
+      this.#schedule();
     });
   }
 
-  private async execute(runner: BatchRunner, batch: readonly Pending[], dispatchedAt: number): Promise<void> {
+  async #execute(runner: BatchRunner, batch: readonly Pending[], dispatchedAt: number): Promise<void> {
     const rows = batch.reduce((total, pending) => total + pending.rows, 0);
     try {
       const { responses, timings } = await runner.run(batch.map((pending) => pending.request));
-      this.observer.batchExecuted?.(rows, timings, runner.id);
+      this.#observer.batchExecuted?.(rows, timings, runner.id);
       batch.forEach((pending, index) =>
-        this.finish(
+        this.#finish(
           pending,
           { response: responses[index], timings, batchRows: rows, instanceId: runner.id },
           dispatchedAt,
@@ -365,8 +369,8 @@ export class Batcher {
       for (const pending of batch) {
         try {
           const { responses, timings } = await runner.run([pending.request]);
-          this.observer.batchExecuted?.(pending.rows, timings, runner.id);
-          this.finish(
+          this.#observer.batchExecuted?.(pending.rows, timings, runner.id);
+          this.#finish(
             pending,
             { response: responses[0], timings, batchRows: pending.rows, instanceId: runner.id },
             dispatchedAt,
@@ -379,32 +383,32 @@ export class Batcher {
     }
   }
 
-  private finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
+  #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
     pending.resolve({ ...result, queueNs: Math.round((dispatchedAt - pending.enqueuedAt) * 1e6) });
   }
 
-  private armWakeTimer(at: number): void {
-    if (at === this.wakeAt) return;
-    if (this.wakeTimer !== undefined) this.clock.clearTimeout(this.wakeTimer);
-    this.wakeTimer = undefined;
-    this.wakeAt = at;
+  #armWakeTimer(at: number): void {
+    if (at === this.#wakeAt) return;
+    if (this.#wakeTimer !== undefined) this.#clock.clearTimeout(this.#wakeTimer);
+    this.#wakeTimer = undefined;
+    this.#wakeAt = at;
     if (at === Infinity) return;
-    this.wakeTimer = this.clock.setTimeout(
+    this.#wakeTimer = this.#clock.setTimeout(
       () => {
-        this.wakeTimer = undefined;
-        this.wakeAt = Infinity;
-        this.schedule();
+        this.#wakeTimer = undefined;
+        this.#wakeAt = Infinity;
+        this.#schedule();
       },
-      Math.max(0, at - this.clock.now()),
+      Math.max(0, at - this.#clock.now()),
     );
   }
 
-  private notifyIfDrained(): void {
-    if (this.queuedRows !== 0 || this.running !== 0) return;
-    const waiters = this.drainWaiters;
-    this.drainWaiters = [];
-    this.flushing = false;
+  #notifyIfDrained(): void {
+    if (this.#queuedRows !== 0 || this.#running !== 0) return;
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = [];
+    this.#flushing = false;
     for (const resolve of waiters) resolve();
   }
 }

@@ -309,12 +309,15 @@ class RequestSlot implements Dispatcher.DispatchHandler {
   /** Already counted as a timeout; whatever undici reports later only frees the slot. */
   timedOut = false;
   abort: ((error?: Error) => void) | undefined = undefined;
-  readonly resend = (): void => this.engine.resend(this);
+  readonly resend = (): void => this.#engine.resend(this);
+  readonly #engine: LoadEngine;
 
   constructor(
-    private readonly engine: LoadEngine,
+    engine: LoadEngine,
     readonly dispatcher: Dispatcher,
-  ) {}
+  ) {
+    this.#engine = engine;
+  }
 
   onConnect(abort: (error?: Error) => void): void {
     if (this.timedOut) abort(TIMED_OUT);
@@ -331,11 +334,11 @@ class RequestSlot implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    this.engine.settle(this, undefined);
+    this.#engine.settle(this, undefined);
   }
 
   onError(error: Error): void {
-    this.engine.settle(this, error);
+    this.#engine.settle(this, error);
   }
 }
 
@@ -343,32 +346,34 @@ class RequestSlot implements Dispatcher.DispatchHandler {
 const TIMED_OUT = new Error('the request timed out');
 
 class LoadEngine {
-  private histogram = newHistogram();
-  private successes = 0;
-  private errors: Record<string, number> = {};
-  private measuring = false;
+  #histogram = newHistogram();
+  #successes = 0;
+  #errors: Record<string, number> = {};
+  #measuring = false;
   /** Measured requests counted so far, toward the budget. */
-  private counted = 0;
+  #counted = 0;
   /** Sent and not yet counted. */
-  private outstanding = 0;
+  #outstanding = 0;
   /** Slots undici still holds (a timed-out request stays here until undici lets go). */
-  private inFlight = 0;
-  private stopped = false;
-  private readonly slots: RequestSlot[] = [];
-  private readonly idle: RequestSlot[] = [];
-  private readonly dispatchers: Dispatcher[] = [];
-  private readonly options: Dispatcher.DispatchOptions;
-  private nextAt = 0;
-  private readonly onTick = (): void => this.tick();
-  private tickTimer: NodeJS.Timeout | undefined;
-  private sweepTimer: NodeJS.Timeout | undefined;
-  private markFinished: () => void = () => undefined;
+  #inFlight = 0;
+  #stopped = false;
+  readonly #slots: RequestSlot[] = [];
+  readonly #idle: RequestSlot[] = [];
+  readonly #dispatchers: Dispatcher[] = [];
+  readonly #options: Dispatcher.DispatchOptions;
+  #nextAt = 0;
+  readonly #onTick = (): void => this.#tick();
+  #tickTimer: NodeJS.Timeout | undefined;
+  #sweepTimer: NodeJS.Timeout | undefined;
+  #markFinished: () => void = () => undefined;
   readonly finished = new Promise<void>((resolve) => {
-    this.markFinished = resolve;
+    this.#markFinished = resolve;
   });
+  readonly #settings: EngineSettings;
 
-  constructor(private readonly settings: EngineSettings) {
-    this.options = {
+  constructor(settings: EngineSettings) {
+    this.#settings = settings;
+    this.#options = {
       path: settings.path,
       method: 'POST',
       headers: settings.headers,
@@ -378,124 +383,124 @@ class LoadEngine {
     if (level.kind === 'concurrency') {
       for (let i = 0; i < level.concurrency; i++) {
         const client = new Client(settings.origin, CONNECTION_OPTIONS);
-        this.dispatchers.push(client);
-        this.slots.push(new RequestSlot(this, client));
+        this.#dispatchers.push(client);
+        this.#slots.push(new RequestSlot(this, client));
       }
     } else {
-      this.dispatchers.push(new Pool(settings.origin, { ...CONNECTION_OPTIONS, connections: settings.connections }));
+      this.#dispatchers.push(new Pool(settings.origin, { ...CONNECTION_OPTIONS, connections: settings.connections }));
     }
   }
 
   start(): void {
-    const sweepMs = Math.min(MAX_SWEEP_MS, Math.max(5, this.settings.requestTimeoutMs / 4));
-    this.sweepTimer = setInterval(() => this.sweep(), sweepMs);
-    if (this.settings.level.kind === 'concurrency') {
-      for (const slot of this.slots) this.send(slot, performance.now());
+    const sweepMs = Math.min(MAX_SWEEP_MS, Math.max(5, this.#settings.requestTimeoutMs / 4));
+    this.#sweepTimer = setInterval(() => this.#sweep(), sweepMs);
+    if (this.#settings.level.kind === 'concurrency') {
+      for (const slot of this.#slots) this.#send(slot, performance.now());
       return;
     }
-    this.nextAt = performance.now() + this.settings.phaseMs;
-    this.tick();
+    this.#nextAt = performance.now() + this.#settings.phaseMs;
+    this.#tick();
   }
 
   snapshot(): WindowSample {
-    const sample = { histogram: this.histogram, successes: this.successes, errors: this.errors };
-    this.histogram = newHistogram();
-    this.successes = 0;
-    this.errors = {};
-    this.measuring = true;
-    this.checkFinished();
+    const sample = { histogram: this.#histogram, successes: this.#successes, errors: this.#errors };
+    this.#histogram = newHistogram();
+    this.#successes = 0;
+    this.#errors = {};
+    this.#measuring = true;
+    this.#checkFinished();
     return sample;
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.tickTimer);
-    clearInterval(this.sweepTimer);
-    await Promise.all(this.dispatchers.map((dispatcher) => dispatcher.destroy()));
+    this.#stopped = true;
+    clearTimeout(this.#tickTimer);
+    clearInterval(this.#sweepTimer);
+    await Promise.all(this.#dispatchers.map((dispatcher) => dispatcher.destroy()));
   }
 
   /** Open loop: send everything due, then sleep until the next request is due. */
-  private tick(): void {
-    const level = this.settings.level;
+  #tick(): void {
+    const level = this.#settings.level;
     if (level.kind !== 'rate') return;
     const meanGapMs = 1000 / level.rate;
     const now = performance.now();
-    while (this.nextAt <= now && this.mayStart()) {
-      this.send(this.idle.pop() ?? this.newSlot(), this.nextAt);
-      this.nextAt += level.arrival === 'constant' ? meanGapMs : -Math.log(1 - Math.random()) * meanGapMs;
+    while (this.#nextAt <= now && this.#mayStart()) {
+      this.#send(this.#idle.pop() ?? this.#newSlot(), this.#nextAt);
+      this.#nextAt += level.arrival === 'constant' ? meanGapMs : -Math.log(1 - Math.random()) * meanGapMs;
     }
-    if (this.mayStart()) this.tickTimer = setTimeout(this.onTick, Math.max(0, this.nextAt - now));
+    if (this.#mayStart()) this.#tickTimer = setTimeout(this.#onTick, Math.max(0, this.#nextAt - now));
   }
 
-  private newSlot(): RequestSlot {
-    const slot = new RequestSlot(this, this.dispatchers[0] as Dispatcher);
-    this.slots.push(slot);
+  #newSlot(): RequestSlot {
+    const slot = new RequestSlot(this, this.#dispatchers[0] as Dispatcher);
+    this.#slots.push(slot);
     return slot;
   }
 
-  private mayStart(): boolean {
-    return !this.stopped && !(this.measuring && this.counted + this.outstanding >= this.settings.budget);
+  #mayStart(): boolean {
+    return !this.#stopped && !(this.#measuring && this.#counted + this.#outstanding >= this.#settings.budget);
   }
 
-  private send(slot: RequestSlot, scheduledAt: number): void {
+  #send(slot: RequestSlot, scheduledAt: number): void {
     slot.scheduledAt = scheduledAt;
     slot.status = 0;
     slot.busy = true;
     slot.timedOut = false;
     slot.abort = undefined;
-    this.outstanding += 1;
-    this.inFlight += 1;
-    slot.dispatcher.dispatch(this.options, slot);
+    this.#outstanding += 1;
+    this.#inFlight += 1;
+    slot.dispatcher.dispatch(this.#options, slot);
   }
 
   /** undici is done with the slot's request: count it (unless already timed out), reuse the slot. */
   settle(slot: RequestSlot, error: Error | undefined): void {
     if (!slot.busy) return;
     slot.busy = false;
-    this.inFlight -= 1;
-    if (this.stopped) return;
+    this.#inFlight -= 1;
+    if (this.#stopped) return;
     if (!slot.timedOut) {
-      if (error !== undefined) this.count(errorKind(error));
+      if (error !== undefined) this.#count(errorKind(error));
       else if (slot.status >= 200 && slot.status < 300) {
-        this.histogram.recordValue(Math.max(1, Math.round((performance.now() - slot.scheduledAt) * 1000)));
-        this.count(undefined);
-      } else this.count(String(slot.status));
+        this.#histogram.recordValue(Math.max(1, Math.round((performance.now() - slot.scheduledAt) * 1000)));
+        this.#count(undefined);
+      } else this.#count(String(slot.status));
     }
-    if (this.settings.level.kind === 'rate') this.idle.push(slot);
+    if (this.#settings.level.kind === 'rate') this.#idle.push(slot);
     // After an error, undici may still be failing the client's other requests (a refused
     // connection fails the whole queue): dispatching into it from here would re-enter it.
     else if (error !== undefined) setImmediate(slot.resend);
-    else if (this.mayStart()) this.send(slot, performance.now());
-    this.checkFinished();
+    else if (this.#mayStart()) this.#send(slot, performance.now());
+    this.#checkFinished();
   }
 
   /** Closed loop: the slot's next request, unless the run is over. */
   resend(slot: RequestSlot): void {
-    if (!slot.busy && this.mayStart()) this.send(slot, performance.now());
+    if (!slot.busy && this.#mayStart()) this.#send(slot, performance.now());
   }
 
   /** Counts one outcome: undefined is a success (its latency already recorded). */
-  private count(errorKindOrSuccess: string | undefined): void {
-    this.outstanding -= 1;
-    if (this.measuring) this.counted += 1;
-    if (errorKindOrSuccess === undefined) this.successes += 1;
-    else this.errors[errorKindOrSuccess] = (this.errors[errorKindOrSuccess] ?? 0) + 1;
+  #count(errorKindOrSuccess: string | undefined): void {
+    this.#outstanding -= 1;
+    if (this.#measuring) this.#counted += 1;
+    if (errorKindOrSuccess === undefined) this.#successes += 1;
+    else this.#errors[errorKindOrSuccess] = (this.#errors[errorKindOrSuccess] ?? 0) + 1;
   }
 
-  private sweep(): void {
-    const deadline = performance.now() - this.settings.requestTimeoutMs;
-    for (const slot of this.slots) {
+  #sweep(): void {
+    const deadline = performance.now() - this.#settings.requestTimeoutMs;
+    for (const slot of this.#slots) {
       if (!slot.busy || slot.timedOut || slot.scheduledAt > deadline) continue;
       slot.timedOut = true;
-      this.count('timeout');
+      this.#count('timeout');
       // Not yet on a socket (queued in the pool): onConnect aborts it when it gets there.
       slot.abort?.(TIMED_OUT);
     }
-    this.checkFinished();
+    this.#checkFinished();
   }
 
-  private checkFinished(): void {
-    if (this.measuring && this.inFlight === 0 && !this.mayStart()) this.markFinished();
+  #checkFinished(): void {
+    if (this.#measuring && this.#inFlight === 0 && !this.#mayStart()) this.#markFinished();
   }
 }
 
@@ -526,24 +531,24 @@ function errorKind(error: Error): string {
 }
 
 class LocalEngine implements EngineHandle {
-  private readonly engine: LoadEngine;
+  readonly #engine: LoadEngine;
   readonly finished: Promise<void>;
 
   constructor(settings: EngineSettings) {
-    this.engine = new LoadEngine(settings);
-    this.finished = this.engine.finished;
+    this.#engine = new LoadEngine(settings);
+    this.finished = this.#engine.finished;
   }
 
   start(): void {
-    this.engine.start();
+    this.#engine.start();
   }
 
   async snapshot(): Promise<WindowSample> {
-    return this.engine.snapshot();
+    return this.#engine.snapshot();
   }
 
   stop(): Promise<void> {
-    return this.engine.stop();
+    return this.#engine.stop();
   }
 }
 
@@ -558,21 +563,24 @@ type FromWorker =
 
 /** An engine in a worker thread: histograms cross as HdrHistogram's compressed encoding. */
 class WorkerEngine implements EngineHandle {
-  private readonly waiting: { resolve: (message: FromWorker) => void; reject: (error: Error) => void }[] = [];
-  private failure: Error | undefined;
-  private markFinished: () => void = () => undefined;
+  readonly #waiting: { resolve: (message: FromWorker) => void; reject: (error: Error) => void }[] = [];
+  #failure: Error | undefined;
+  #markFinished: () => void = () => undefined;
   readonly finished = new Promise<void>((resolve) => {
-    this.markFinished = resolve;
+    this.#markFinished = resolve;
   });
 
-  private constructor(private readonly worker: Worker) {
+  readonly #worker: Worker;
+
+  private constructor(worker: Worker) {
+    this.#worker = worker;
     worker.on('message', (message: FromWorker) => {
-      if (message.type === 'finished') this.markFinished();
-      else this.waiting.shift()?.resolve(message);
+      if (message.type === 'finished') this.#markFinished();
+      else this.#waiting.shift()?.resolve(message);
     });
     const fail = (error: Error): void => {
-      this.failure = error;
-      for (const waiter of this.waiting.splice(0)) waiter.reject(error);
+      this.#failure = error;
+      for (const waiter of this.#waiting.splice(0)) waiter.reject(error);
     };
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`a load worker exited (code ${code})`)));
@@ -585,17 +593,17 @@ class WorkerEngine implements EngineHandle {
       workerData: { kind: WORKER_KIND, settings: { ...settings, body } },
     });
     const engine = new WorkerEngine(worker);
-    await engine.reply();
+    await engine.#reply();
     return engine;
   }
 
   start(): void {
-    this.worker.postMessage({ type: 'start' } satisfies ToWorker);
+    this.#worker.postMessage({ type: 'start' } satisfies ToWorker);
   }
 
   async snapshot(): Promise<WindowSample> {
-    const answer = this.reply();
-    this.worker.postMessage({ type: 'snapshot' } satisfies ToWorker);
+    const answer = this.#reply();
+    this.#worker.postMessage({ type: 'snapshot' } satisfies ToWorker);
     const message = await answer;
     if (message.type !== 'sample') throw new Error(`a load worker answered ${message.type} to a snapshot`);
     return {
@@ -606,17 +614,17 @@ class WorkerEngine implements EngineHandle {
   }
 
   async stop(): Promise<void> {
-    if (this.failure === undefined) {
-      const answer = this.reply();
-      this.worker.postMessage({ type: 'stop' } satisfies ToWorker);
+    if (this.#failure === undefined) {
+      const answer = this.#reply();
+      this.#worker.postMessage({ type: 'stop' } satisfies ToWorker);
       await answer.catch(() => undefined);
     }
-    await this.worker.terminate();
+    await this.#worker.terminate();
   }
 
-  private reply(): Promise<FromWorker> {
-    if (this.failure) return Promise.reject(this.failure);
-    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  #reply(): Promise<FromWorker> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    return new Promise((resolve, reject) => this.#waiting.push({ resolve, reject }));
   }
 }
 

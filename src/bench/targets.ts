@@ -46,11 +46,15 @@ async function getJson(url: string, init: { method?: 'GET' | 'PUT'; token?: stri
 
 /** A server someone else runs: sweeps reconfigure it through its management API. */
 export class RemoteTarget implements BenchTarget {
+  readonly #management: { url: string; token?: string } | undefined;
+
   constructor(
     readonly inferenceUrl: string,
     readonly model: string,
-    private readonly management?: { url: string; token?: string },
-  ) {}
+    management?: { url: string; token?: string },
+  ) {
+    this.#management = management;
+  }
 
   async current(): Promise<ServerPoint> {
     const config = (await getJson(`${this.inferenceUrl}/v2/models/${encodeURIComponent(this.model)}/config`)) as {
@@ -66,16 +70,16 @@ export class RemoteTarget implements BenchTarget {
   }
 
   async apply(point: ServerPoint): Promise<void> {
-    if (!this.management) {
+    if (!this.#management) {
       const current = await this.current();
       const unchanged = (Object.keys(point) as (keyof ServerPoint)[]).every((key) => point[key] === current[key]);
       if (unchanged) return;
       throw new UsageError('sweeping batch sizes, delays or instances needs --management-url (and --token-file)');
     }
     const query = `batch_size=${point.maxBatchSize}&max_batch_delay=${point.maxQueueDelayUs / 1000}&min_worker=${point.instances}`;
-    await getJson(`${this.management.url}/models/${encodeURIComponent(this.model)}?${query}`, {
+    await getJson(`${this.#management.url}/models/${encodeURIComponent(this.model)}?${query}`, {
       method: 'PUT',
-      ...(this.management.token ? { token: this.management.token } : {}),
+      ...(this.#management.token ? { token: this.#management.token } : {}),
     });
   }
 
@@ -104,16 +108,23 @@ export interface ArchiveTargetOptions {
  * so no point inherits another's queues, warm caches or instances.
  */
 export class ArchiveTarget implements BenchTarget {
-  private child: ChildProcess | undefined;
-  private remote: RemoteTarget | undefined;
-  private defaults: ServerPoint | undefined;
+  #child: ChildProcess | undefined;
+  #remote: RemoteTarget | undefined;
+  #defaults: ServerPoint | undefined;
+  readonly #archive: string;
+  readonly #workDir: string;
+  readonly #options: ArchiveTargetOptions;
 
   private constructor(
-    private readonly archive: string,
+    archive: string,
     readonly model: string,
-    private readonly workDir: string,
-    private readonly options: ArchiveTargetOptions,
-  ) {}
+    workDir: string,
+    options: ArchiveTargetOptions,
+  ) {
+    this.#archive = archive;
+    this.#workDir = workDir;
+    this.#options = options;
+  }
 
   static async open(archive: string, options: ArchiveTargetOptions): Promise<ArchiveTarget> {
     const source = await openArchive(archive);
@@ -124,7 +135,7 @@ export class ArchiveTarget implements BenchTarget {
       await mkdtemp(join(tmpdir(), 'batchserve-bench-')),
       options,
     );
-    target.defaults = {
+    target.#defaults = {
       maxBatchSize: config.max_batch_size ?? 0,
       maxQueueDelayUs: config.dynamic_batching.max_queue_delay,
       instances: config.instances.reduce((total, group) => total + group.count, 0),
@@ -134,22 +145,22 @@ export class ArchiveTarget implements BenchTarget {
   }
 
   get inferenceUrl(): string {
-    if (!this.remote) throw new UsageError('the bench server is not running');
-    return this.remote.inferenceUrl;
+    if (!this.#remote) throw new UsageError('the bench server is not running');
+    return this.#remote.inferenceUrl;
   }
 
   current(): Promise<ServerPoint> {
-    return Promise.resolve(this.defaults as ServerPoint);
+    return Promise.resolve(this.#defaults as ServerPoint);
   }
 
   async apply(point: ServerPoint): Promise<void> {
-    await this.stopChild();
-    const keyFile = join(this.workDir, 'management.key');
+    await this.#stopChild();
+    const keyFile = join(this.#workDir, 'management.key');
     const args = [
       BIN,
       'serve',
       '--models',
-      `${this.model}=${this.archive}`,
+      `${this.model}=${this.#archive}`,
       '--port',
       '0',
       '--management-port',
@@ -160,34 +171,36 @@ export class ArchiveTarget implements BenchTarget {
       keyFile,
       '--log-level',
       'error',
-      ...(this.options.device ? ['--device', this.options.device] : []),
+      ...(this.#options.device ? ['--device', this.#options.device] : []),
     ];
     const [command, commandArgs] =
-      this.options.pin && hasTaskset() ? ['taskset', ['-c', '0', process.execPath, ...args]] : [process.execPath, args];
+      this.#options.pin && hasTaskset()
+        ? ['taskset', ['-c', '0', process.execPath, ...args]]
+        : [process.execPath, args];
     const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child = child;
+    this.#child = child;
     const urls = await startupUrls(child);
-    this.remote = new RemoteTarget(urls.inference, this.model, {
+    this.#remote = new RemoteTarget(urls.inference, this.model, {
       url: urls.management,
       token: (await readFile(keyFile, 'utf8')).trim(),
     });
-    await this.remote.apply(point);
+    await this.#remote.apply(point);
   }
 
   stats(): Promise<ModelStatsJson> {
-    if (!this.remote) throw new UsageError('the bench server is not running');
-    return this.remote.stats();
+    if (!this.#remote) throw new UsageError('the bench server is not running');
+    return this.#remote.stats();
   }
 
   async close(): Promise<void> {
-    await this.stopChild();
-    await rm(this.workDir, { recursive: true, force: true });
+    await this.#stopChild();
+    await rm(this.#workDir, { recursive: true, force: true });
   }
 
-  private async stopChild(): Promise<void> {
-    const child = this.child;
-    this.child = undefined;
-    this.remote = undefined;
+  async #stopChild(): Promise<void> {
+    const child = this.#child;
+    this.#child = undefined;
+    this.#remote = undefined;
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');

@@ -55,15 +55,15 @@ export class LoadedModel {
   readonly deviceNotes: readonly string[];
   readonly stats: ModelStatistics;
   readonly loadedAt = new Date();
-  private currentConfig: CompleteModelConfig;
-  private instanceList: ServingInstance[];
-  private readonly batcher: Batcher;
-  private readonly parts: LoadedModelParts;
-  private modelState: ModelState = 'ready';
-  private unloading: Promise<void> | undefined;
+  #currentConfig: CompleteModelConfig;
+  #instanceList: ServingInstance[];
+  readonly #batcher: Batcher;
+  readonly #parts: LoadedModelParts;
+  #modelState: ModelState = 'ready';
+  #unloading: Promise<void> | undefined;
 
   constructor(parts: LoadedModelParts) {
-    this.parts = parts;
+    this.#parts = parts;
     this.name = parts.name;
     this.version = parts.version;
     this.archivePath = parts.archivePath;
@@ -71,11 +71,11 @@ export class LoadedModel {
     this.labels = parts.labels;
     this.loadSeconds = parts.loadSeconds;
     this.deviceNotes = parts.deviceNotes;
-    this.currentConfig = parts.config;
-    this.instanceList = [...parts.instances];
+    this.#currentConfig = parts.config;
+    this.#instanceList = [...parts.instances];
     this.stats = new ModelStatistics(parts.name, parts.version);
     const { metrics } = parts;
-    this.batcher = new Batcher(this.instanceList, policyOf(parts.config), {
+    this.#batcher = new Batcher(this.#instanceList, policyOf(parts.config), {
       batchExecuted: (rows, timings) => {
         this.stats.recordExecution(rows, timings);
         const seconds = (timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e9;
@@ -84,52 +84,52 @@ export class LoadedModel {
       queueChanged: (rows) => metrics.setQueueDepth(this.name, this.version, rows),
       busyChanged: (busy, total) => metrics.setBusyInstances(this.name, this.version, busy, total),
     });
-    metrics.setBusyInstances(this.name, this.version, 0, this.instanceList.length);
-    for (const instance of this.instanceList) this.watch(instance);
+    metrics.setBusyInstances(this.name, this.version, 0, this.#instanceList.length);
+    for (const instance of this.#instanceList) this.#watch(instance);
     metrics.modelLoaded(this.name, this.version, parts.loadSeconds, this.devices().join(','));
   }
 
   get state(): ModelState {
-    return this.modelState;
+    return this.#modelState;
   }
 
   get config(): CompleteModelConfig {
-    return this.currentConfig;
+    return this.#currentConfig;
   }
 
   get instances(): readonly ServingInstance[] {
-    return this.instanceList;
+    return this.#instanceList;
   }
 
   get queuedRows(): number {
-    return this.batcher.rowsQueued;
+    return this.#batcher.rowsQueued;
   }
 
   get reservedRows(): number {
-    return this.batcher.rowsReserved;
+    return this.#batcher.rowsReserved;
   }
 
   get busyInstances(): number {
-    return this.batcher.busyInstances;
+    return this.#batcher.busyInstances;
   }
 
   devices(): string[] {
-    return [...new Set(this.instanceList.map((instance) => instance.device))];
+    return [...new Set(this.#instanceList.map((instance) => instance.device))];
   }
 
   /** Holds a queue place for a request admitted on its headers; refuses (503) when the queue is full. */
   reserve(): QueueReservation {
-    return this.batcher.reserve();
+    return this.#batcher.reserve();
   }
 
   /** Queues one request for batching; statistics record how it went. */
   async infer(request: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
-    if (this.modelState !== 'ready') {
-      throw new ModelNotReadyError(`model ${this.name} version ${this.version} is ${this.modelState}`);
+    if (this.#modelState !== 'ready') {
+      throw new ModelNotReadyError(`model ${this.name} version ${this.version} is ${this.#modelState}`);
     }
     const start = process.hrtime.bigint();
     try {
-      const result = await this.batcher.submit(request, options);
+      const result = await this.#batcher.submit(request, options);
       const { timings } = result;
       this.stats.recordSuccess({
         queueNs: result.queueNs,
@@ -137,7 +137,7 @@ export class LoadedModel {
         totalNs: Number(process.hrtime.bigint() - start),
       });
       const computeSeconds = (timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e9;
-      this.parts.metrics.requestTimings(this.name, this.version, result.queueNs / 1e9, computeSeconds);
+      this.#parts.metrics.requestTimings(this.name, this.version, result.queueNs / 1e9, computeSeconds);
       return result;
     } catch (error) {
       this.stats.recordFailure(Number(process.hrtime.bigint() - start));
@@ -147,7 +147,7 @@ export class LoadedModel {
 
   /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` of the running batcher. */
   reconfigure(change: { maxBatchSize?: number; maxQueueDelayUs?: number }): void {
-    const config = this.currentConfig;
+    const config = this.#currentConfig;
     const maxBatchSize = change.maxBatchSize ?? config.max_batch_size;
     if (maxBatchSize > 0 && config.max_batch_size === 0) {
       throw new UsageError(`model ${this.name} does not batch (max_batch_size 0); its batch size cannot be raised`);
@@ -156,7 +156,7 @@ export class LoadedModel {
       throw new UsageError(`batch size must be a non-negative integer, got ${maxBatchSize}`);
     }
     const maxQueueDelay = change.maxQueueDelayUs ?? config.dynamic_batching.max_queue_delay;
-    this.currentConfig = Object.freeze({
+    this.#currentConfig = Object.freeze({
       ...config,
       max_batch_size: maxBatchSize,
       dynamic_batching: Object.freeze({
@@ -165,7 +165,7 @@ export class LoadedModel {
         preferred_batch_sizes: config.dynamic_batching.preferred_batch_sizes.filter((size) => size <= maxBatchSize),
       }),
     });
-    this.batcher.reconfigure(policyOf(this.currentConfig));
+    this.#batcher.reconfigure(policyOf(this.#currentConfig));
   }
 
   /** Grows or shrinks the instances; removed ones finish their running batch first. */
@@ -173,54 +173,54 @@ export class LoadedModel {
     if (!Number.isSafeInteger(count) || count < 1 || count > 64) {
       throw new UsageError(`instance count must be from 1 to 64, got ${count}`);
     }
-    const current = this.instanceList;
+    const current = this.#instanceList;
     if (count > current.length) {
       const added: ServingInstance[] = [];
-      for (let index = current.length; index < count; index++) added.push(await this.parts.createInstance(index));
-      for (const instance of added) this.watch(instance);
-      this.instanceList = [...current, ...added];
-      this.batcher.setRunners(this.instanceList);
+      for (let index = current.length; index < count; index++) added.push(await this.#parts.createInstance(index));
+      for (const instance of added) this.#watch(instance);
+      this.#instanceList = [...current, ...added];
+      this.#batcher.setRunners(this.#instanceList);
     } else if (count < current.length) {
       const removed = current.slice(count);
-      this.instanceList = current.slice(0, count);
-      this.batcher.setRunners(this.instanceList);
-      await this.batcher.drained();
+      this.#instanceList = current.slice(0, count);
+      this.#batcher.setRunners(this.#instanceList);
+      await this.#batcher.drained();
       await Promise.all(removed.map((instance) => instance.release()));
     }
   }
 
-  private watch(instance: ServingInstance): void {
-    instance.onStopped?.((error) => void this.replace(instance, error));
+  #watch(instance: ServingInstance): void {
+    instance.onStopped?.((error) => void this.#replace(instance, error));
   }
 
   /**
    * An instance that died on its own (its worker exited) leaves the batcher at once, so no
    * batch waits on it, and a fresh one opens in its place; the batch it was running failed.
    */
-  private async replace(stopped: ServingInstance, error: Error): Promise<void> {
-    const index = this.instanceList.indexOf(stopped);
-    if (index < 0 || this.modelState !== 'ready') return;
-    const { logger, metrics } = this.parts;
+  async #replace(stopped: ServingInstance, error: Error): Promise<void> {
+    const index = this.#instanceList.indexOf(stopped);
+    if (index < 0 || this.#modelState !== 'ready') return;
+    const { logger, metrics } = this.#parts;
     const where = { model: this.name, version: this.version };
-    this.instanceList = this.instanceList.filter((instance) => instance !== stopped);
-    this.batcher.setRunners(this.instanceList);
+    this.#instanceList = this.#instanceList.filter((instance) => instance !== stopped);
+    this.#batcher.setRunners(this.#instanceList);
     metrics.instanceRestarted(this.name, this.version);
     logger?.error({ ...where, instance: stopped.id, err: error.message }, 'instance stopped; opening a new one');
     for (let attempt = 1; attempt <= RESTART_ATTEMPTS; attempt++) {
       try {
-        const fresh = await this.parts.createInstance(index);
-        if (this.modelState !== 'ready') {
+        const fresh = await this.#parts.createInstance(index);
+        if (this.#modelState !== 'ready') {
           await fresh.release();
           return;
         }
-        this.watch(fresh);
-        this.instanceList = [...this.instanceList.slice(0, index), fresh, ...this.instanceList.slice(index)];
-        this.batcher.setRunners(this.instanceList);
+        this.#watch(fresh);
+        this.#instanceList = [...this.#instanceList.slice(0, index), fresh, ...this.#instanceList.slice(index)];
+        this.#batcher.setRunners(this.#instanceList);
         logger?.info({ ...where, instance: fresh.id }, 'instance restarted');
         return;
       } catch (restartError) {
         logger?.error({ ...where, attempt, err: String(restartError) }, 'instance restart failed');
-        await (this.parts.restartDelay ?? unrefDelay)(attempt * 1000);
+        await (this.#parts.restartDelay ?? unrefDelay)(attempt * 1000);
       }
     }
   }
@@ -230,17 +230,17 @@ export class LoadedModel {
    * gets the same promise, so a second unload also waits for the drain to finish.
    */
   unload(): Promise<void> {
-    this.unloading ??= this.drainAndRelease();
-    return this.unloading;
+    this.#unloading ??= this.#drainAndRelease();
+    return this.#unloading;
   }
 
-  private async drainAndRelease(): Promise<void> {
-    this.modelState = 'unloading';
-    await this.batcher.drained();
-    await Promise.all(this.instanceList.map((instance) => instance.release()));
-    await rm(this.parts.workDir, { recursive: true, force: true });
-    this.parts.metrics.modelUnloaded(this.name, this.version);
-    this.modelState = 'unloaded';
+  async #drainAndRelease(): Promise<void> {
+    this.#modelState = 'unloading';
+    await this.#batcher.drained();
+    await Promise.all(this.#instanceList.map((instance) => instance.release()));
+    await rm(this.#parts.workDir, { recursive: true, force: true });
+    this.#parts.metrics.modelUnloaded(this.name, this.version);
+    this.#modelState = 'unloaded';
   }
 }
 

@@ -29,19 +29,22 @@ export interface RepositoryIndexEntry {
 
 /** The loaded models by name and version, and which version answers when none is named. */
 export class ModelRepository {
-  private readonly models = new Map<string, Map<string, LoadedModel>>();
-  private readonly defaults = new Map<string, string>();
-  private readonly loading = new Set<string>();
-  private readonly failures = new Map<string, string>();
+  readonly #models = new Map<string, Map<string, LoadedModel>>();
+  readonly #defaults = new Map<string, string>();
+  readonly #loading = new Set<string>();
+  readonly #failures = new Map<string, string>();
+  readonly #options: RepositoryOptions;
 
-  constructor(private readonly options: RepositoryOptions) {}
+  constructor(options: RepositoryOptions) {
+    this.#options = options;
+  }
 
   get modelStore(): string | undefined {
-    return this.options.modelStore;
+    return this.#options.modelStore;
   }
 
   versionPolicy(name: string): VersionPolicy | undefined {
-    return this.options.policies?.[name]?.version_policy;
+    return this.#options.policies?.[name]?.version_policy;
   }
 
   /**
@@ -56,47 +59,47 @@ export class ModelRepository {
     overrides: { version?: string; device?: string; keepDefault?: boolean } = {},
   ): Promise<LoadedModel> {
     const key = resolve(archivePath);
-    this.loading.add(key);
+    this.#loading.add(key);
     try {
       const identity = await readArchiveIdentity(archivePath);
-      this.admit(identity.name, overrides.version ?? identity.version);
-      const device = overrides.device ?? this.options.device;
+      this.#admit(identity.name, overrides.version ?? identity.version);
+      const device = overrides.device ?? this.#options.device;
       const model = await loadModelArchive(archivePath, {
-        workRoot: this.options.workRoot,
-        metrics: this.options.metrics,
-        ...(this.options.logger ? { logger: this.options.logger } : {}),
+        workRoot: this.#options.workRoot,
+        metrics: this.#options.metrics,
+        ...(this.#options.logger ? { logger: this.#options.logger } : {}),
         ...(device ? { device } : {}),
         ...(overrides.version ? { version: overrides.version } : {}),
       });
-      const versions = this.models.get(model.name) ?? new Map<string, LoadedModel>();
+      const versions = this.#models.get(model.name) ?? new Map<string, LoadedModel>();
       if (versions.has(model.version)) {
         await model.unload();
         throw new ModelConflictError(`model ${model.name} version ${model.version} is already loaded`);
       }
       const current = this.defaultVersion(model.name);
-      if (overrides.keepDefault && current !== undefined) this.defaults.set(model.name, current);
+      if (overrides.keepDefault && current !== undefined) this.#defaults.set(model.name, current);
       versions.set(model.version, model);
-      this.models.set(model.name, versions);
-      await this.applyLatest(model);
+      this.#models.set(model.name, versions);
+      await this.#applyLatest(model);
       if (overrides.keepDefault && current !== undefined && !versions.has(current)) {
         // The policy evicted the default: the newest of the versions that were serving takes
         // over, still not the one just loaded.
         const successor = this.versions(model.name).findLast((loaded) => loaded !== model);
-        if (successor) this.defaults.set(model.name, successor.version);
+        if (successor) this.#defaults.set(model.name, successor.version);
       }
-      this.failures.delete(key);
+      this.#failures.delete(key);
       return model;
     } catch (error) {
-      this.failures.set(key, error instanceof Error ? error.message : String(error));
+      this.#failures.set(key, error instanceof Error ? error.message : String(error));
       throw error;
     } finally {
-      this.loading.delete(key);
+      this.#loading.delete(key);
     }
   }
 
   /** Refuses a version before it is loaded: already loaded, or not kept by the policy. */
-  private admit(name: string, version: string): void {
-    const loaded = [...(this.models.get(name)?.keys() ?? [])];
+  #admit(name: string, version: string): void {
+    const loaded = [...(this.#models.get(name)?.keys() ?? [])];
     if (loaded.includes(version)) throw new ModelConflictError(`model ${name} version ${version} is already loaded`);
     const policy = this.versionPolicy(name);
     if (selectVersions(policy, [...loaded, version]).kept.includes(version)) return;
@@ -107,10 +110,10 @@ export class ModelRepository {
   }
 
   /** Drains and unloads what a `latest` policy no longer keeps, the new model too if loads raced. */
-  private async applyLatest(model: LoadedModel): Promise<void> {
+  async #applyLatest(model: LoadedModel): Promise<void> {
     const policy = this.versionPolicy(model.name);
     if (policy?.latest === undefined) return;
-    const { excluded } = selectVersions(policy, this.models.get(model.name)?.keys() ?? []);
+    const { excluded } = selectVersions(policy, this.#models.get(model.name)?.keys() ?? []);
     await Promise.all(excluded.map((version) => this.unload(model.name, version)));
     if (excluded.includes(model.version)) {
       throw new VersionPolicyError(
@@ -121,10 +124,10 @@ export class ModelRepository {
 
   /** The model store's archives by manifest; empty without a store. */
   async storeCatalog(): Promise<StoreCatalog> {
-    const store = this.options.modelStore;
+    const store = this.#options.modelStore;
     if (!store) return { archives: [], unreadable: [] };
     const catalog = await readStoreCatalog(store);
-    for (const { path, error } of catalog.unreadable) this.failures.set(resolve(path), error.message);
+    for (const { path, error } of catalog.unreadable) this.#failures.set(resolve(path), error.message);
     return catalog;
   }
 
@@ -136,7 +139,7 @@ export class ModelRepository {
     const offered = (await this.storeCatalog()).archives.filter((archive) => archive.name === name);
     if (offered.length === 0) {
       if (this.has(name)) return [];
-      const store = this.options.modelStore;
+      const store = this.#options.modelStore;
       throw new ModelNotFoundError(
         store
           ? `no archive of model "${name}" in the model store ${store}`
@@ -159,7 +162,7 @@ export class ModelRepository {
    * already (those are not offered again), and which it excludes; both in offered order.
    */
   selectOffered<T extends ArchiveIdentity>(name: string, offered: readonly T[]): { kept: T[]; excluded: T[] } {
-    const loaded = new Set(this.models.get(name)?.keys());
+    const loaded = new Set(this.#models.get(name)?.keys());
     const { kept } = selectVersions(this.versionPolicy(name), [
       ...loaded,
       ...offered.map((archive) => archive.version),
@@ -173,7 +176,7 @@ export class ModelRepository {
 
   /** A loaded version, or the default one when `version` is undefined. */
   get(name: string, version?: string): LoadedModel {
-    const versions = this.models.get(name);
+    const versions = this.#models.get(name);
     if (!versions || versions.size === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
     const chosen = version ?? this.defaultVersion(name);
     const model = chosen === undefined ? undefined : versions.get(chosen);
@@ -186,24 +189,24 @@ export class ModelRepository {
   }
 
   has(name: string): boolean {
-    return (this.models.get(name)?.size ?? 0) > 0;
+    return (this.#models.get(name)?.size ?? 0) > 0;
   }
 
   versions(name: string): LoadedModel[] {
-    return [...(this.models.get(name)?.values() ?? [])].sort((a, b) => compareVersions(a.version, b.version));
+    return [...(this.#models.get(name)?.values() ?? [])].sort((a, b) => compareVersions(a.version, b.version));
   }
 
   list(): LoadedModel[] {
-    return [...this.models.keys()].sort().flatMap((name) => this.versions(name));
+    return [...this.#models.keys()].sort().flatMap((name) => this.versions(name));
   }
 
   names(): string[] {
-    return [...this.models.keys()].filter((name) => this.has(name)).sort();
+    return [...this.#models.keys()].filter((name) => this.has(name)).sort();
   }
 
   /** A loaded version, or undefined; for routing, which must not throw on a version gone meanwhile. */
   peek(name: string, version: string): LoadedModel | undefined {
-    return this.models.get(name)?.get(version);
+    return this.#models.get(name)?.get(version);
   }
 
   /**
@@ -211,8 +214,8 @@ export class ModelRepository {
    * the highest ready one, so requests never land on a version that is draining away.
    */
   defaultVersion(name: string): string | undefined {
-    const versions = this.models.get(name);
-    const chosen = this.defaults.get(name);
+    const versions = this.#models.get(name);
+    const chosen = this.#defaults.get(name);
     if (chosen !== undefined && versions?.get(chosen)?.state === 'ready') return chosen;
     const loaded = this.versions(name);
     return (loaded.findLast((model) => model.state === 'ready') ?? loaded.at(-1))?.version;
@@ -220,17 +223,17 @@ export class ModelRepository {
 
   /** The default chosen with set-default, whether or not it is loaded now. */
   chosenDefault(name: string): string | undefined {
-    return this.defaults.get(name);
+    return this.#defaults.get(name);
   }
 
   setDefault(name: string, version: string): void {
     this.get(name, version);
-    this.defaults.set(name, version);
+    this.#defaults.set(name, version);
   }
 
   /** A default from config or saved state; it applies whenever that version is loaded. */
   chooseDefault(name: string, version: string): void {
-    this.defaults.set(name, version);
+    this.#defaults.set(name, version);
   }
 
   /** Drains and unloads one version, or every version of the model. */
@@ -238,11 +241,11 @@ export class ModelRepository {
     const targets = version === undefined ? this.versions(name) : [this.get(name, version)];
     if (targets.length === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
     await Promise.all(targets.map((model) => model.unload()));
-    const versions = this.models.get(name);
+    const versions = this.#models.get(name);
     for (const model of targets) versions?.delete(model.version);
     if (versions?.size === 0) {
-      this.models.delete(name);
-      this.defaults.delete(name);
+      this.#models.delete(name);
+      this.#defaults.delete(name);
     }
     return targets;
   }
@@ -253,7 +256,7 @@ export class ModelRepository {
 
   /** Ready when every loaded model version is. */
   allReady(): boolean {
-    return this.loading.size === 0 && this.list().every((model) => model.state === 'ready');
+    return this.#loading.size === 0 && this.list().every((model) => model.state === 'ready');
   }
 
   /** Triton's repository index: every loaded version and the store's other archives, with their state. */
@@ -265,22 +268,22 @@ export class ModelRepository {
       state: model.state === 'ready' ? 'READY' : 'UNLOADING',
     }));
     const loadedArchives = new Set(loaded.map((model) => resolve(model.archivePath)));
-    const isLoaded = (name: string, version: string): boolean => this.models.get(name)?.has(version) ?? false;
+    const isLoaded = (name: string, version: string): boolean => this.#models.get(name)?.has(version) ?? false;
     const { archives, unreadable } = await this.storeCatalog();
     for (const { path, name, version } of archives) {
       if (loadedArchives.has(resolve(path)) || isLoaded(name, version)) continue;
-      entries.push({ name, version, ...this.storeState(path) });
+      entries.push({ name, version, ...this.#storeState(path) });
     }
     for (const { path } of unreadable) {
-      entries.push({ name: path.slice(path.lastIndexOf('/') + 1).replace(/\.mar$/, ''), ...this.storeState(path) });
+      entries.push({ name: path.slice(path.lastIndexOf('/') + 1).replace(/\.mar$/, ''), ...this.#storeState(path) });
     }
     return entries.sort((a, b) => a.name.localeCompare(b.name) || compareVersions(a.version ?? '', b.version ?? ''));
   }
 
-  private storeState(path: string): Pick<RepositoryIndexEntry, 'state' | 'reason'> {
-    const failure = this.failures.get(resolve(path));
+  #storeState(path: string): Pick<RepositoryIndexEntry, 'state' | 'reason'> {
+    const failure = this.#failures.get(resolve(path));
     return {
-      state: this.loading.has(resolve(path)) ? 'LOADING' : 'UNAVAILABLE',
+      state: this.#loading.has(resolve(path)) ? 'LOADING' : 'UNAVAILABLE',
       ...(failure ? { reason: failure } : {}),
     };
   }

@@ -13,17 +13,23 @@ export type ServingInstance = BatchRunner & {
 
 /** One onnxruntime session on one device, running one batch at a time through the handler. */
 export class ModelInstance implements ServingInstance {
+  readonly #handler: Handler;
+  readonly #context: HandlerContext;
+
   constructor(
     readonly id: string,
     readonly device: string,
     readonly session: ort.InferenceSession,
-    private readonly handler: Handler,
-    private readonly context: HandlerContext,
-  ) {}
+    handler: Handler,
+    context: HandlerContext,
+  ) {
+    this.#handler = handler;
+    this.#context = context;
+  }
 
   async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
     try {
-      return await runBatchTimed(this.handler, requests, this.context);
+      return await runBatchTimed(this.#handler, requests, this.#context);
     } catch (error) {
       if (error instanceof BatchserveError) throw error;
       // A handler's or onnxruntime's own exception: the client gets its message, not a bare 500.

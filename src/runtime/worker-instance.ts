@@ -24,21 +24,23 @@ interface Waiting {
 
 /** A model instance living in its own worker thread; batches go there and answers come back. */
 export class WorkerInstance implements BatchRunner {
-  private nextId = 0;
-  private readonly waiting = new Map<number, Waiting>();
-  private failure: Error | undefined;
-  private stoppedListener: ((error: Error) => void) | undefined;
-  private exited = false;
+  #nextId = 0;
+  readonly #waiting = new Map<number, Waiting>();
+  #failure: Error | undefined;
+  #stoppedListener: ((error: Error) => void) | undefined;
+  #exited = false;
+  readonly #worker: Worker;
 
   private constructor(
     readonly id: string,
     readonly device: string,
-    private readonly worker: Worker,
+    worker: Worker,
   ) {
+    this.#worker = worker;
     worker.on('message', (message: WorkerMessage) => {
       if (message.type !== 'result') return;
-      const waiting = this.waiting.get(message.id);
-      this.waiting.delete(message.id);
+      const waiting = this.#waiting.get(message.id);
+      this.#waiting.delete(message.id);
       if (message.error) waiting?.reject(fromWireError(message.error));
       else
         waiting?.resolve({
@@ -47,15 +49,15 @@ export class WorkerInstance implements BatchRunner {
         });
     });
     const fail = (error: Error): void => {
-      if (this.failure) return;
-      this.failure = new InferenceFailedError(`instance ${id} stopped: ${error.message}`);
-      for (const waiting of this.waiting.values()) waiting.reject(this.failure);
-      this.waiting.clear();
-      this.stoppedListener?.(this.failure);
+      if (this.#failure) return;
+      this.#failure = new InferenceFailedError(`instance ${id} stopped: ${error.message}`);
+      for (const waiting of this.#waiting.values()) waiting.reject(this.#failure);
+      this.#waiting.clear();
+      this.#stoppedListener?.(this.#failure);
     };
     worker.on('error', fail);
     worker.on('exit', (code) => {
-      this.exited = true;
+      this.#exited = true;
       fail(new Error(`its worker thread exited with code ${code}`));
     });
   }
@@ -87,25 +89,25 @@ export class WorkerInstance implements BatchRunner {
   }
 
   run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
-    if (this.failure) return Promise.reject(this.failure);
-    const id = this.nextId++;
+    if (this.#failure) return Promise.reject(this.#failure);
+    const id = this.#nextId++;
     return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      this.worker.postMessage({ type: 'run', id, requests: requests.map(toWireRequest) });
+      this.#waiting.set(id, { resolve, reject });
+      this.#worker.postMessage({ type: 'run', id, requests: requests.map(toWireRequest) });
     });
   }
 
   /** Called once if the worker stops on its own (an uncaught error, process.exit in a handler). */
   onStopped(listener: (error: Error) => void): void {
-    this.stoppedListener = listener;
+    this.#stoppedListener = listener;
   }
 
   async release(): Promise<void> {
-    this.stoppedListener = undefined;
-    if (this.exited) return;
-    this.worker.removeAllListeners('exit');
-    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
-    this.worker.postMessage({ type: 'close' });
+    this.#stoppedListener = undefined;
+    if (this.#exited) return;
+    this.#worker.removeAllListeners('exit');
+    const exited = new Promise<void>((resolve) => this.#worker.once('exit', () => resolve()));
+    this.#worker.postMessage({ type: 'close' });
     await exited;
   }
 }

@@ -91,14 +91,11 @@ export function fromWireResponse(wire: WireResponse): unknown {
 
 export function toWireError(error: unknown): WireError {
   if (error instanceof BatchserveError) return { code: error.code, message: error.message };
-  return { code: new InferenceFailedError('').code, message: error instanceof Error ? error.message : String(error) };
+  return { code: InferenceFailedError.code, message: error instanceof Error ? error.message : String(error) };
 }
 
 const byCode = new Map<string, (typeof errorClasses)[number]>(
-  errorClasses.map((ErrorClass) => [
-    new (ErrorClass as new (...args: unknown[]) => BatchserveError)('', [], []).code,
-    ErrorClass,
-  ]),
+  errorClasses.map((ErrorClass) => [ErrorClass.code, ErrorClass]),
 );
 
 /** The worker's error as the same class on this side, so its HTTP status and code hold. */
