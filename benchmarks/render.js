@@ -118,9 +118,53 @@ export const servedVsInProcess = {
   },
 };
 
+export const overload = {
+  render(result) {
+    const { settings } = result;
+    const lines = [
+      ...environmentLines(result),
+      settings.pinned
+        ? 'server pinned to CPU 0, client to CPU 1 (taskset)'
+        : 'taskset not found: server and client share the CPUs',
+      `demo model, max_queue_size ${settings.maxQueueSize}; closed loop, ${settings.measureMs / 1000} s per run after ` +
+        `${settings.warmupMs / 1000} s warm-up; concurrency doubled (up to ${settings.searchUpTo}) until goodput rose ` +
+        `≤ ${settings.riseAtLeastPct}% ${settings.flatRuns} times in a row, then ${settings.overloadFactor} × the last ` +
+        `that raised it more`,
+    ];
+    const ms = (summary, key) => (summary ? fixed(summary[key], 2) : '—');
+    const row = (point) =>
+      `  ${String(point.concurrency).padStart(11)}${fixed(point.goodput, 0).padStart(10)}` +
+      `${fixed(point.rejectedPerSecond, 0).padStart(8)}${ms(point.ok, 'p50Ms').padStart(12)}${ms(point.ok, 'p99Ms').padStart(12)}` +
+      `${ms(point.rejected, 'p50Ms').padStart(12)}${ms(point.rejected, 'p99Ms').padStart(12)}` +
+      `${fixed(point.clientCpuShare * 100, 0).padStart(11)}%`;
+    for (const served of result.protocols) {
+      const { overloaded, verdicts } = served;
+      const verdict = (key) => {
+        const { aim, met } = verdicts.find((each) => each.key === key);
+        return `aim ${aim}: ${metOrMissed(met)}`;
+      };
+      const errors = Object.entries(overloaded.errors).map(([kind, count]) => `${count} ${kind}`);
+      lines.push(
+        `\n${served.protocol}: peak goodput ${fixed(served.peakGoodput, 0)} req/s, saturation at concurrency ${served.saturation}`,
+        '  concurrency  goodput/s   503/s  2xx p50 ms  2xx p99 ms  503 p50 ms  503 p99 ms  client CPU',
+        ...served.search.map(row),
+        `  overloaded, ${settings.overloadFactor} × ${served.saturation}:`,
+        row(overloaded),
+        `  ${fixed(overloaded.rejectedShare * 100, 0)}% of the answers at concurrency ${overloaded.concurrency} were 503` +
+          (errors.length > 0 ? `, errors: ${errors.join(', ')}` : ''),
+        `  goodput ÷ peak goodput    ${fixed(served.goodputRatio, 3)}  (${verdict('goodput')})`,
+        `  503 p99 latency           ${served.rejectP99Ms === null ? 'no 503s' : `${fixed(served.rejectP99Ms, 2)} ms`}  ` +
+          `(${verdict('reject-p99')})`,
+      );
+    }
+    return lines.join('\n');
+  },
+};
+
 /** Each results/<name>.json's renderer, by name: the names the docs' markers use. */
 export const renderers = {
   'client-throughput': (result) => clientThroughput.render(result),
   'event-loop-stall': (result) => eventLoopStall.render(result),
   'served-vs-in-process': (result) => servedVsInProcess.render(result),
+  overload: (result) => overload.render(result),
 };
