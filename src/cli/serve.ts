@@ -40,10 +40,17 @@ export async function runServe(options: ServeCommandOptions): Promise<number> {
   });
   const timeoutMs = config.drain_timeout / 1000;
   server.logger.info({ signal, timeoutMs }, 'draining: readiness is false, answering admitted requests');
-  const drained = await server.drain(timeoutMs);
-  if (!drained) server.logger.error({ timeoutMs }, 'drain timeout passed with requests unanswered');
-  else server.logger.info('drained; exiting');
-  return drained ? 0 : 1;
+  // drain() settles only after cleanup, which waits for a batch stuck in a handler for as long
+  // as it is stuck; the deadline is this command's promise, so it is kept here too.
+  const deadline = new Promise<false>((resolve) => setTimeout(resolve, timeoutMs, false).unref());
+  const drained = await Promise.race([server.drain(timeoutMs), deadline]);
+  if (drained) {
+    server.logger.info('drained; exiting');
+    return 0;
+  }
+  server.logger.error({ timeoutMs }, 'drain timeout passed with requests unanswered');
+  // The stuck handler (its worker thread, its timers) would keep the process alive past the deadline.
+  process.exit(1);
 }
 
 async function resolveConfig(options: ServeCommandOptions): Promise<ServerConfig> {

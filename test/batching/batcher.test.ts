@@ -139,6 +139,33 @@ test('requests of different shapes are never stacked together', async () => {
   );
 });
 
+test('the shape group whose oldest request is oldest goes first, whatever order the groups were created in', async () => {
+  const { fake, submit, runner } = setup({ maxBatchSize: 8, maxQueueDelayUs: 0 });
+  const running = submit(0, { shapeKey: 'busy' });
+  await settle();
+  // Group "b" is created first, by a request that expires; it stays first in creation order.
+  const expired = submit(-1, { shapeKey: 'b', timeoutUs: 1_000 });
+  fake.tick(1);
+  await assert.rejects(expired, { code: 'BS_ERR_QUEUE_TIMEOUT' });
+  const results = [submit(1, { shapeKey: 'a' })];
+  fake.tick(1);
+  results.push(submit(2, { shapeKey: 'b' }));
+  fake.tick(1);
+  results.push(submit(3, { shapeKey: 'a' }));
+  runner.release();
+  await settle();
+  assert.deepEqual(runner.batches, [[0], [1, 3]], '"a" has waited since t=1, "b" only since t=2');
+  runner.release();
+  await settle();
+  assert.deepEqual(runner.batches, [[0], [1, 3], [2]]);
+  runner.release();
+  await running;
+  assert.deepEqual(
+    (await Promise.all(results)).map((r) => r.response),
+    [2, 4, 6],
+  );
+});
+
 test('a multi-row request counts its rows; one larger than max_batch_size is refused', async () => {
   const { submit, runner } = setup({ maxBatchSize: 4 });
   void submit(1, { rows: 3 });

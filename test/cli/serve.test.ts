@@ -8,6 +8,8 @@ import type { ApiAddresses } from '../../src/server/server.js';
 import { parseStartupUrls } from '../../src/server/startup-block.js';
 import { affine, affineRequest, call, packAffine } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
+import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
+import { waitUntil, within } from '../server/handler-gate.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
 
@@ -30,7 +32,8 @@ async function serve(args: string[]): Promise<Served> {
   let stdout = '';
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exit = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  // 'close', not 'exit': only then has all of stderr been read.
+  const exit = new Promise<number | null>((done) => child.once('close', (code) => done(code)));
   const urls = await new Promise<ApiAddresses>((ready, fail) => {
     child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
@@ -42,13 +45,22 @@ async function serve(args: string[]): Promise<Served> {
   return { child, urls, stderr: () => stderr, exit };
 }
 
-test('SIGTERM drains: admitted requests are answered, then the process exits 0', async (t) => {
+/** A gauge of the served affine model, scraped from the child (the start-up block's URL names the route). */
+async function affineGauge(urls: ApiAddresses, name: string): Promise<number | undefined> {
+  const text = ((await call(urls.metrics)).body as Buffer).toString('utf8');
+  return samplesOf(parseExposition(text), name, { model: 'affine' })[0]?.value;
+}
+
+test('SIGTERM drains: admitted requests are answered at once, then the process exits 0', async (t) => {
   const dir = await tempDir(t);
-  const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 5s\n' });
-  const served = await serve(['--models', `affine=${archive}`, '--no-auth', '--drain-timeout', '10s']);
+  // Queued requests would wait out the 60 s delay, past the 20 s drain timeout, unless the
+  // drain sends them at once: exit code 0 is the proof, with no clock read here.
+  const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 60s\n' });
+  const served = await serve(['--models', `affine=${archive}`, '--no-auth', '--drain-timeout', '20s']);
   t.after(() => served.child.kill('SIGKILL'));
   assert.equal((await call(`${served.urls.inference}/v2/health/ready`)).status, 200);
-  assert.match(served.stderr(), /authentication is disabled/);
+  // stderr and stdout are separate pipes: the warning may arrive after the start-up block.
+  await waitUntil(() => /authentication is disabled/.test(served.stderr()), 'the --no-auth warning is logged');
 
   const url = `${served.urls.inference}/v2/models/affine/infer`;
   const rows = [
@@ -57,8 +69,7 @@ test('SIGTERM drains: admitted requests are answered, then the process exits 0',
     [9, 10, 11, 12],
   ];
   const pending = rows.map((row) => call(url, { body: affineRequest([row]) }));
-  await new Promise((done) => setTimeout(done, 300));
-  const started = Date.now();
+  await waitUntil(async () => (await affineGauge(served.urls, 'batchserve_queue_rows')) === 3, 'all 3 are queued');
   served.child.kill('SIGTERM');
   const answers = await Promise.all(pending);
   answers.forEach((answer, index) => {
@@ -66,9 +77,36 @@ test('SIGTERM drains: admitted requests are answered, then the process exits 0',
     assert.deepEqual(answer.body.outputs[0].data, affine([rows[index] as number[]]));
   });
   assert.equal(await served.exit, 0);
-  assert.ok(Date.now() - started < 4000, 'queued requests went at once instead of waiting out the 5 s delay');
   assert.match(served.stderr(), /drained/);
   await assert.rejects(call(`${served.urls.inference}/v2/health/live`), 'no longer listening');
+});
+
+test('a drain that runs out of time exits 1 at its deadline, without waiting for a stuck handler', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packAffine(dir, {
+    handlerSource: `export async function inference(inputs, context) {
+  if (inputs.x.data[0] === 7) await new Promise((resolve) => setTimeout(resolve, 60_000));
+  return context.builtins.tensor.inference(inputs, context);
+}
+`,
+  });
+  const served = await serve(['--models', `affine=${archive}`, '--no-auth', '--drain-timeout', '500ms']);
+  t.after(() => served.child.kill('SIGKILL'));
+  const stuck = call(`${served.urls.inference}/v2/models/affine/infer`, { body: affineRequest([[7, 0, 0, 0]]) }).then(
+    (answer) => answer.status,
+    () => 'connection closed',
+  );
+  await waitUntil(async () => (await affineGauge(served.urls, 'batchserve_instances_busy')) === 1, 'the handler runs');
+  served.child.kill('SIGTERM');
+  // The handler holds its batch for 60 s: exiting well before that is exiting at the deadline.
+  assert.equal(await within(served.exit, 20_000, 'serve exited'), 1);
+  assert.equal(await stuck, 'connection closed', 'the stuck request was never answered');
+  const line = served
+    .stderr()
+    .split('\n')
+    .find((text) => text.includes('drain timeout passed with requests unanswered'));
+  assert.ok(line, served.stderr());
+  assert.equal(JSON.parse(line).timeoutMs, 500);
 });
 
 test('the management token is generated into a 0600 key file and enforced', async (t) => {
@@ -102,7 +140,7 @@ test('serve refuses bad start-up input with one line and a non-zero exit', async
       const child = spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
       let stderr = '';
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      child.once('exit', (code) => done({ code, stderr }));
+      child.once('close', (code) => done({ code, stderr }));
     });
   const nothing = await run([]);
   assert.equal(nothing.code, 2);
@@ -144,6 +182,6 @@ test('serve --config reads a server.yaml; flags override it; a bad key is refuse
   const bad = spawn(process.execPath, [BIN, 'serve', '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   bad.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  assert.equal(await new Promise((done) => bad.once('exit', done)), 1);
+  assert.equal(await new Promise((done) => bad.once('close', done)), 1);
   assert.match(stderr, /server\.yaml: max_batch_delay: unknown key/);
 });

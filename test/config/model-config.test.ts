@@ -76,8 +76,13 @@ test('a fixed batch dimension with max_batch_size > 0 is refused', () => {
   assert.deepEqual(problemsOf({ max_batch_size: 8, inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4] }] }), [
     'inputs[0].shape: the batch dimension (first) must be -1 when max_batch_size > 0, got 1',
   ]);
-  // The same shape is fine for a model that does not batch.
-  validateModelConfig({ max_batch_size: 0, inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4] }] }, 'c.yaml');
+  // The same shape is fine for a model that does not batch, and is kept as given.
+  const unbatched = validateModelConfig(
+    { max_batch_size: 0, inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4] }] },
+    'c.yaml',
+  );
+  assert.equal(unbatched.max_batch_size, 0);
+  assert.deepEqual(unbatched.inputs, [{ name: 'x', datatype: 'FP32', shape: [1, 4] }]);
 });
 
 test('cross-field rules: duplicate names, zero dimensions, preferred sizes above the maximum', () => {

@@ -45,10 +45,19 @@ test('kept and excluded split the offered versions; latest keeps only versions a
 });
 
 test('server.yaml version_policy takes exactly one of all, latest or specific', () => {
-  const config = (versionPolicy: unknown): unknown =>
+  const config = (versionPolicy: unknown) =>
     validateServerConfig({ model_policies: { m: { version_policy: versionPolicy } } }, 'server.yaml');
   assert.deepEqual(selectVersions({ all: true }, ['2', '1']).kept, ['1', '2']);
-  for (const good of [{ all: true }, { latest: 1 }, { specific: ['1'] }, {}]) config(good);
+  for (const [good, kept] of [
+    [{ all: true }, ['1', '2', '3']],
+    [{ latest: 1 }, ['3']],
+    [{ specific: ['1'] }, ['1']],
+    [{}, ['1', '2', '3']],
+  ] as const) {
+    const policy = config(good).model_policies?.m?.version_policy;
+    assert.deepEqual(policy, good, 'kept as written');
+    assert.deepEqual(selectVersions(policy, ['3', '1', '2']).kept, kept, JSON.stringify(good));
+  }
   for (const [bad, message] of [
     [{ latest: 1, specific: ['1'] }, /give one of all, latest or specific, not latest and specific/],
     [{ all: true, latest: 2 }, /not all and latest/],

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { affine, affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
+import { GATED_CONFIG, GATED_HANDLER, installGate, waitUntil, within } from './handler-gate.js';
 
 const AUTH = { authorization: 'Bearer test-token' };
 
@@ -21,7 +22,8 @@ test('the management API needs the bearer token', async (t) => {
 
 test('list, describe, scale and change batching live', async (t) => {
   const dir = await tempDir(t);
-  const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 30ms\n' });
+  // A delay no test run reaches: the first burst can only go as one full batch of 8.
+  const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 600s\n' });
   const server = await startTestServer(t, { models: [`affine=${archive}`] });
   const base = server.urls.management;
   assert.deepEqual((await call(`${base}/models`, { headers: AUTH })).body, {
@@ -29,7 +31,7 @@ test('list, describe, scale and change batching live', async (t) => {
   });
   const [described] = (await call(`${base}/models/affine`, { headers: AUTH })).body;
   assert.equal(described.batchSize, 8);
-  assert.equal(described.maxBatchDelay, 30);
+  assert.equal(described.maxBatchDelay, 600_000);
   assert.equal(described.loadedAtStartup, true);
   assert.deepEqual(
     described.workers.map((worker: { device: string }) => worker.device),
@@ -41,7 +43,7 @@ test('list, describe, scale and change batching live', async (t) => {
     (await call(`${server.urls.inference}/v2/models/affine/stats`)).body.model_stats[0];
   const burst = async (): Promise<void> => {
     const answers = await Promise.all(
-      [1, 2, 3, 4, 5, 6].map((v) => call(url, { body: affineRequest([[v, v, v, v]]) })),
+      [1, 2, 3, 4, 5, 6, 7, 8].map((v) => call(url, { body: affineRequest([[v, v, v, v]]) })),
     );
     answers.forEach((answer, i) =>
       assert.deepEqual(answer.body.outputs[0].data, affine([[i + 1, i + 1, i + 1, i + 1]])),
@@ -49,7 +51,7 @@ test('list, describe, scale and change batching live', async (t) => {
   };
   await burst();
   const batched = await stats();
-  assert.ok(batched.execution_count < 6, `batched with size 8 (${batched.execution_count} passes)`);
+  assert.equal(batched.execution_count, 1, 'batch size 8: the burst went as one pass');
 
   const update = await call(`${base}/models/affine?batch_size=1&max_batch_delay=0&min_worker=2`, {
     method: 'PUT',
@@ -62,7 +64,7 @@ test('list, describe, scale and change batching live', async (t) => {
   assert.equal(changed.workers.length, 2);
   await burst();
   const unbatched = await stats();
-  assert.equal(unbatched.execution_count - batched.execution_count, 6, 'batch size 1 now: one pass per request');
+  assert.equal(unbatched.execution_count - batched.execution_count, 8, 'batch size 1 now: one pass per request');
 
   assert.equal((await call(`${base}/models/affine?batch_size=-2`, { method: 'PUT', headers: AUTH })).status, 400);
   assert.equal((await call(`${base}/models/affine?min_worker=0`, { method: 'PUT', headers: AUTH })).status, 400);
@@ -148,24 +150,27 @@ test('the v2 repository extension loads and unloads from the model store', async
 
 test('while a model unloads it is not ready: new requests get 503, admitted ones finish', async (t) => {
   const dir = await tempDir(t);
-  const archive = await packAffine(dir, {
-    handlerSource: `export async function inference(inputs, context) {
-  await new Promise((resolve) => setTimeout(resolve, 400));
-  return context.builtins.tensor.inference(inputs, context);
-}
-`,
-  });
+  const gate = installGate(t);
+  const archive = await packAffine(dir, { config: `max_batch_size: 8\n${GATED_CONFIG}`, handlerSource: GATED_HANDLER });
   const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  gate.hold();
   const base = server.urls.inference;
+  const model = server.repository.get('affine');
   const admitted = call(`${base}/v2/models/affine/infer`, { body: affineRequest([[1, 2, 3, 4]]) });
-  await new Promise((done) => setTimeout(done, 150));
+  await gate.reached(1);
   const unloading = call(`${server.urls.management}/models/affine`, { method: 'DELETE', headers: AUTH });
-  await new Promise((done) => setTimeout(done, 50));
-  const refused = await call(`${base}/v2/models/affine/infer`, { body: affineRequest([[1, 1, 1, 1]]) });
+  await waitUntil(() => model.state === 'unloading', 'the unload has begun');
+  const refused = await within(
+    call(`${base}/v2/models/affine/infer`, { body: affineRequest([[1, 1, 1, 1]]) }),
+    10_000,
+    'refused while the admitted request holds the instance',
+  );
   assert.equal(refused.status, 503);
   assert.match(refused.body.error, /unloading/);
   assert.deepEqual((await call(`${base}/v2/models/affine/ready`)).body, { name: 'affine', ready: false });
   assert.deepEqual((await call(`${base}/v2/health/ready`)).body, { ready: false });
+  assert.equal(model.state, 'unloading', 'the unload waits for the admitted request');
+  gate.release();
   assert.equal((await admitted).status, 200, 'the admitted request finished');
   assert.equal((await unloading).status, 200);
   assert.equal((await call(`${base}/v2/models/affine`)).status, 404);

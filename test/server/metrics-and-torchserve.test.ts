@@ -1,14 +1,45 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
+import { affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
-import { parseExposition } from '../metrics/prometheus-text.js';
+import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
+import { GATED_CONFIG, GATED_HANDLER, installGate, waitUntil } from './handler-gate.js';
 
 test('metrics parse as Prometheus text, with latency histograms per model', async (t) => {
   const dir = await tempDir(t);
-  const server = await startTestServer(t, { models: [`affine=${await packAffine(dir)}`] });
+  const gate = installGate(t);
+  const archive = await packAffine(dir, {
+    config: `max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 0\n${GATED_CONFIG}`,
+    handlerSource: GATED_HANDLER,
+  });
+  const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  gate.hold();
   const url = `${server.urls.inference}/v2/models/affine/infer`;
-  await Promise.all([1, 2, 3].map((v) => call(url, { body: affineRequest([[v, v, v, v]]) })));
+  const affineSeries = { model: 'affine', version: '1' };
+  const gauge = async (name: string): Promise<number | undefined> =>
+    samplesOf(await scrapeMetrics(server), name, affineSeries)[0]?.value;
+
+  // One request holds the only instance, two more queue behind it: the gauges say so.
+  const answers = [call(url, { body: affineRequest([[1, 1, 1, 1]]) })];
+  await gate.reached(1);
+  answers.push(
+    call(url, { body: affineRequest([[2, 2, 2, 2]]) }),
+    call(url, {
+      body: affineRequest([
+        [3, 3, 3, 3],
+        [4, 4, 4, 4],
+      ]),
+    }),
+  );
+  await waitUntil(() => server.repository.get('affine').queuedRows === 3, 'both are queued');
+  assert.equal(await gauge('batchserve_queue_rows'), 3, 'rows, not requests');
+  assert.equal(await gauge('batchserve_instances_busy'), 1);
+  assert.equal(await gauge('batchserve_instances'), 1);
+  gate.openAll();
+  assert.deepEqual(
+    (await Promise.all(answers)).map((answer) => answer.status),
+    [200, 200, 200],
+  );
   await call(url, { body: '{bad' });
   const scrape = await call(`${server.urls.metrics}/metrics`);
   assert.equal(scrape.status, 200);
@@ -32,9 +63,16 @@ test('metrics parse as Prometheus text, with latency histograms per model', asyn
   const requests = families.get('batchserve_requests_total')?.samples ?? [];
   assert.equal(requests.find((s) => s.labels.status === '200')?.value, 3);
   assert.equal(requests.find((s) => s.labels.status === '400')?.value, 1);
-  assert.ok(families.has('batchserve_queue_rows'));
-  assert.ok(families.has('batchserve_instances_busy'));
-  assert.ok(families.has('batchserve_model_load_seconds'));
+  assert.equal(samplesOf(families, 'batchserve_queue_rows', affineSeries)[0]?.value, 0, 'the queue emptied');
+  assert.equal(samplesOf(families, 'batchserve_instances_busy', affineSeries)[0]?.value, 0);
+  assert.equal(samplesOf(families, 'batchserve_instances', affineSeries)[0]?.value, 1);
+  const [load] = samplesOf(families, 'batchserve_model_load_seconds', affineSeries);
+  assert.equal(load?.labels.device, 'cpu');
+  assert.ok(load && load.value > 0, 'the load time measured');
+  assert.equal(load.value, server.repository.get('affine').loadSeconds);
+  const batchRows = samplesOf(families, 'batchserve_batch_size_sum', affineSeries)[0]?.value;
+  const batches = samplesOf(families, 'batchserve_batch_size_count', affineSeries)[0]?.value;
+  assert.deepEqual([batchRows, batches], [4, 2], 'a batch of 1 row, then the 3 queued rows together');
   assert.ok(families.has('process_cpu_user_seconds_total'), 'process metrics');
   assert.equal((await call(`${server.urls.metrics}/other`)).status, 404);
 });
