@@ -32,6 +32,10 @@ export function registerServe(program: Command): void {
     .option('--log-level <level>', 'debug, info, warn, error or silent (default info)')
     .option('--key-file <path>', 'where the generated management token is written (default ./batchserve.key)')
     .option('--no-auth', 'disable the management API token (a warning is logged)')
+    .option(
+      '--model-control <mode>',
+      'v2 repository load/unload on the inference port: explicit (with the management token) or none (default explicit)',
+    )
     .action(async (options: ServeCommandOptions) => {
       const { runServe } = await import('./serve.js');
       process.exitCode = await runServe(options);

@@ -24,6 +24,7 @@ export interface ServeCommandOptions {
   logLevel?: string;
   auth: boolean;
   keyFile?: string;
+  modelControl?: string;
 }
 
 /** Runs until SIGTERM/SIGINT, then drains; resolves with the exit code. */
@@ -78,6 +79,7 @@ async function resolveConfig(options: ServeCommandOptions): Promise<ServerConfig
     flags.max_header_size = integerOption(options.maxHeaderSize, '--max-header-size');
   if (options.drainTimeout !== undefined) flags.drain_timeout = durationOption(options.drainTimeout, '--drain-timeout');
   if (options.logLevel) flags.log_level = options.logLevel;
+  if (options.modelControl) flags.model_control = options.modelControl;
   const fileAuth = (fromFile.auth ?? {}) as Record<string, unknown>;
   const auth = {
     ...fileAuth,

@@ -1,6 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
-import { InferenceFailedError, InferenceInputError, ModelNotReadyError, UsageError } from '../errors.js';
+import {
+  ForbiddenError,
+  InferenceFailedError,
+  InferenceInputError,
+  ModelNotReadyError,
+  UsageError,
+} from '../errors.js';
 import type { HandlerRequest } from '../handlers/types.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
@@ -8,7 +14,16 @@ import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
 import { batchPlacement, checkRequestTensors, isTensorMap, type TensorMap } from '../runtime/tensors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
-import { checkDeclaredLength, mediaType, readBody, requireMediaType, sendJson, type Route } from './http.js';
+import { authenticated } from './auth.js';
+import {
+  checkDeclaredLength,
+  mediaType,
+  readBody,
+  requireMediaType,
+  sendJson,
+  type Route,
+  type RouteHandler,
+} from './http.js';
 import { tritonModelConfig } from './triton-config.js';
 import { decodeInferRequest, encodeInferResponse, type RequestedOutput, type ResponseOutput } from './v2-codec.js';
 import { tensorToNested } from './nested.js';
@@ -28,6 +43,9 @@ export interface InferenceApiOptions {
   readonly maxRequestSize: number;
   /** False while the server drains: readiness fails and new requests get 503. */
   readonly isAccepting: () => boolean;
+  /** The management token that load and unload need; undefined = `--no-auth`. */
+  readonly token: string | undefined;
+  readonly modelControl: 'explicit' | 'none';
 }
 
 /** Which model a response served, so the request's metrics carry its model and version. */
@@ -169,21 +187,21 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     {
       method: 'POST',
       path: new RegExp(`^/v2/repository/models/${MODEL}/load$`),
-      handle: async (req, res, [name]) => {
+      handle: modelControl(options, async (req, res, [name]) => {
         requireMediaType(req, JSON_TYPES);
         await readBody(req, options.maxRequestSize);
         await repository.loadFromStore(name as string);
         sendJson(res, 200, {});
-      },
+      }),
     },
     {
       method: 'POST',
       path: new RegExp(`^/v2/repository/models/${MODEL}/unload$`),
-      handle: async (req, res, [name]) => {
+      handle: modelControl(options, async (req, res, [name]) => {
         await readBody(req, options.maxRequestSize);
         await repository.unload(name as string);
         sendJson(res, 200, {});
-      },
+      }),
     },
     {
       method: 'GET',
@@ -202,6 +220,21 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       },
     },
   ];
+}
+
+/**
+ * Load and unload change what every client is served, so on the inference port, which
+ * anyone who can infer can reach, they need the management token, or are off altogether.
+ */
+function modelControl(options: InferenceApiOptions, handle: RouteHandler): RouteHandler {
+  if (options.modelControl === 'none') {
+    return async () => {
+      throw new ForbiddenError(
+        'model control is off on this server (model_control: none); load and unload models through the management API',
+      );
+    };
+  }
+  return authenticated(options.token, handle);
 }
 
 function requireReady(model: LoadedModel, isReady: boolean): void {

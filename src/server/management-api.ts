@@ -1,9 +1,9 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
-import { ForbiddenError, UnauthorizedError, UsageError } from '../errors.js';
+import { ForbiddenError, UsageError } from '../errors.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
+import { authenticated } from './auth.js';
 import { downloadArchive } from './download.js';
 import { sendJson, type Route } from './http.js';
 import { trafficRoutes } from './traffic-api.js';
@@ -112,24 +112,6 @@ export function managementRoutes(options: ManagementOptions): Route[] {
   ];
   return routes.map((route) => ({ ...route, handle: authenticated(options.token, route.handle) }));
 }
-
-function authenticated(token: string | undefined, handle: Route['handle']): Route['handle'] {
-  if (token === undefined) return handle;
-  const expected = digest(token);
-  return async (req, res, params, url) => {
-    const header = req.headers.authorization ?? '';
-    const presented = /^Bearer (.+)$/i.exec(header)?.[1];
-    if (!presented || !timingSafeEqual(digest(presented), expected)) {
-      throw new UnauthorizedError(
-        presented ? 'the bearer token is wrong' : 'the management API needs "Authorization: Bearer <token>"',
-      );
-    }
-    await handle(req, res, params, url);
-  };
-}
-
-/** Hashing first makes the comparison constant-time whatever the presented length. */
-const digest = (value: string): Buffer => createHash('sha256').update(value).digest();
 
 async function resolveArchive(source: string, options: ManagementOptions): Promise<string> {
   const store = options.repository.modelStore;

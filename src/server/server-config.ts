@@ -98,6 +98,13 @@ export const serverConfigSchema = {
         },
       },
     },
+    model_control: {
+      kind: 'enum',
+      values: ['explicit', 'none'],
+      default: 'explicit',
+      description:
+        "The v2 repository extension's load and unload on the inference port: `explicit` allows them with the management token (open only under `--no-auth`), `none` refuses them (403); the index stays readable. Triton's `--model-control-mode` is the model.",
+    },
     allowed_urls: {
       kind: 'array',
       default: [],
@@ -140,6 +147,7 @@ export interface ServerConfig {
   readonly log_level: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   readonly device?: string;
   readonly auth: { readonly enabled: boolean; readonly token?: string; readonly key_file: string };
+  readonly model_control: 'explicit' | 'none';
   readonly allowed_urls: readonly string[];
   readonly model_policies?: Readonly<Record<string, ModelPolicy>>;
   readonly state_file: string;

@@ -119,6 +119,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       traffic: control,
       maxRequestSize: config.max_request_size,
       isAccepting: () => accepting,
+      token,
+      modelControl: config.model_control,
     });
     const management = managementRoutes({
       repository,

@@ -130,22 +130,65 @@ test('register from the model store, versions and the default, unregister; remot
   assert.equal((await call(`${base}/models`, { method: 'POST', headers: AUTH })).status, 400);
 });
 
-test('the v2 repository extension loads and unloads from the model store', async (t) => {
+test('the v2 repository extension loads and unloads from the model store, with the management token', async (t) => {
   const dir = await tempDir(t);
   const first = await packAffine(dir);
   await packAffine(dir, { name: 'second' });
   const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
   const base = server.urls.inference;
+  const control = (path: string, headers: Record<string, string> = AUTH) =>
+    call(`${base}/v2/repository/models/${path}`, { method: 'POST', body: '{}', headers });
+  // The index stays open: it only reads.
   const index = await call(`${base}/v2/repository/index`, { method: 'POST', body: '{}' });
   assert.deepEqual(index.body, [
     { name: 'affine', version: '1', state: 'READY' },
     { name: 'second', version: '1', state: 'UNAVAILABLE' },
   ]);
-  assert.equal((await call(`${base}/v2/repository/models/second/load`, { method: 'POST', body: '{}' })).status, 200);
+  // Without the token, or with a wrong one, nothing is loaded or unloaded.
+  for (const headers of [{}, { authorization: 'Bearer wrong' }] as Record<string, string>[]) {
+    for (const path of ['second/load', 'affine/unload']) {
+      const refused = await control(path, headers);
+      assert.equal(refused.status, 401, `${path} with ${JSON.stringify(headers)}`);
+      assert.equal(refused.body.code, 'BS_ERR_UNAUTHORIZED');
+    }
+  }
+  assert.equal((await call(`${base}/v2/models/second`)).status, 404, 'loaded without the token');
+  assert.equal((await call(`${base}/v2/models/affine/ready`)).status, 200, 'unloaded without the token');
+  assert.equal((await control('second/load')).status, 200);
   assert.equal((await call(`${base}/v2/models/second/ready`)).status, 200);
-  assert.equal((await call(`${base}/v2/repository/models/second/unload`, { method: 'POST', body: '{}' })).status, 200);
+  assert.equal((await control('second/unload')).status, 200);
   assert.equal((await call(`${base}/v2/models/second`)).status, 404);
-  assert.equal((await call(`${base}/v2/repository/models/missing/load`, { method: 'POST', body: '{}' })).status, 404);
+  assert.equal((await control('missing/load')).status, 404);
+});
+
+test('model_control: none turns v2 load and unload off even with the token; --no-auth opens them', async (t) => {
+  const dir = await tempDir(t);
+  const first = await packAffine(dir);
+  await packAffine(dir, { name: 'second' });
+  const off = await startTestServer(t, {
+    models: [`affine=${first}`],
+    model_store: join(dir, 'store'),
+    model_control: 'none',
+  });
+  for (const path of ['second/load', 'affine/unload']) {
+    const refused = await call(`${off.urls.inference}/v2/repository/models/${path}`, {
+      method: 'POST',
+      body: '{}',
+      headers: AUTH,
+    });
+    assert.equal(refused.status, 403, path);
+    assert.equal(refused.body.code, 'BS_ERR_FORBIDDEN');
+    assert.match(refused.body.error, /model_control: none/);
+  }
+  assert.equal((await call(`${off.urls.inference}/v2/models/affine/ready`)).status, 200);
+  assert.equal((await call(`${off.urls.inference}/v2/repository/index`, { method: 'POST', body: '{}' })).status, 200);
+  const open = await startTestServer(t, {
+    models: [`affine=${first}`],
+    model_store: join(dir, 'store'),
+    auth: { enabled: false },
+  });
+  const load = await call(`${open.urls.inference}/v2/repository/models/second/load`, { method: 'POST', body: '{}' });
+  assert.equal(load.status, 200);
 });
 
 test('while a model unloads it is not ready: new requests get 503, admitted ones finish', async (t) => {

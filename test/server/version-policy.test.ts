@@ -159,7 +159,12 @@ test('v2 repository load by name loads the store versions the policy keeps', asy
   await rename(await packAffine(join(dir, 'other'), { name: 'other' }), join(store, 'renamed.mar'));
   const server = await startTestServer(t, { model_store: store, model_policies: policies({ latest: 2 }) });
   const base = server.urls.inference;
-  const load = (name: string) => call(`${base}/v2/repository/models/${name}/load`, { method: 'POST', body: '{}' });
+  const load = (name: string) =>
+    call(`${base}/v2/repository/models/${name}/load`, {
+      method: 'POST',
+      body: '{}',
+      headers: { authorization: 'Bearer test-token' },
+    });
 
   assert.equal((await load('affine')).status, 200);
   assert.deepEqual(await versionsOf(base), ['2', '3']);
