@@ -3,7 +3,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'demo-out/', 'reports/', 'coverage/', '.stryker-tmp/', 'eslint.config.js'] },
+  { ignores: ['dist/', 'node_modules/', 'demo-out/', 'reports/', 'coverage/', '.stryker-tmp*/', 'eslint.config.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
