@@ -4,7 +4,7 @@
  * point reads the same everywhere ("B=16 d=2ms i=1, c=8").
  */
 import type Table from 'cli-table3';
-import { createTable } from '../cli/format.js';
+import { createTable } from '../core/table.js';
 import { formatDuration } from '../config/schema-kit.js';
 import type { BatchCostFit, BenchReport, LoadLevel, PointResult, ServerPoint, SpeedupRow } from './report-types.js';
 

@@ -1,39 +1,6 @@
 import { Option, type Command } from 'commander';
+import type { BenchCommandOptions } from './bench.js';
 import { commaList } from './options.js';
-
-export interface BenchCommandOptions {
-  url?: string;
-  model?: string;
-  managementUrl?: string;
-  token?: string;
-  tokenFile?: string;
-  inProcess: boolean;
-  concurrency?: string[];
-  rate?: string[];
-  arrival: 'poisson' | 'constant';
-  batchSizes?: string[];
-  delays?: string[];
-  instances?: string[];
-  protocol: 'v2-binary' | 'v2-json' | 'torchserve';
-  clientBatch: string;
-  input?: string;
-  duration: string;
-  requests?: string;
-  window: string;
-  warmup: string;
-  stability: string;
-  workers: string;
-  sloP99?: string;
-  json?: string;
-  csv?: string;
-  md?: string;
-  html?: string;
-  failOn?: string;
-  baseline?: string;
-  maxRegression: string;
-  pin: boolean;
-  device?: string;
-}
 
 /** Flags only: the bench's modules load when the command runs. */
 export function registerBench(program: Command): void {

@@ -9,8 +9,41 @@ import { renderCsv, renderMarkdown, renderTable } from '../bench/report-table.js
 import type { BenchReport, LoadLevel, PointResult } from '../bench/report-types.js';
 import { runSweep, type BatchTimeSample, type SweepProgress } from '../bench/sweep.js';
 import { ArchiveTarget, RemoteTarget, type BenchTarget } from '../bench/targets.js';
-import type { BenchCommandOptions } from './bench-command.js';
 import { durationOption, integerOption } from './options.js';
+
+export interface BenchCommandOptions {
+  url?: string;
+  model?: string;
+  managementUrl?: string;
+  token?: string;
+  tokenFile?: string;
+  inProcess: boolean;
+  concurrency?: string[];
+  rate?: string[];
+  arrival: 'poisson' | 'constant';
+  batchSizes?: string[];
+  delays?: string[];
+  instances?: string[];
+  protocol: 'v2-binary' | 'v2-json' | 'torchserve';
+  clientBatch: string;
+  input?: string;
+  duration: string;
+  requests?: string;
+  window: string;
+  warmup: string;
+  stability: string;
+  workers: string;
+  sloP99?: string;
+  json?: string;
+  csv?: string;
+  md?: string;
+  html?: string;
+  failOn?: string;
+  baseline?: string;
+  maxRegression: string;
+  pin: boolean;
+  device?: string;
+}
 
 export async function runBench(archive: string | undefined, options: BenchCommandOptions): Promise<void> {
   if (archive && options.url) throw new UsageError('give either an archive or --url, not both');

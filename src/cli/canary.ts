@@ -1,5 +1,5 @@
 import type { CanaryStatus } from '../traffic/canary.js';
-import { createTable } from './format.js';
+import { createTable } from '../core/table.js';
 import { callManagement, managementTarget, printAnswer } from './management-client.js';
 import { integerOption, type ManagementTargetOptions } from './options.js';
 

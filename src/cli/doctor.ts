@@ -1,6 +1,6 @@
 import { examineMachine } from '../runtime/doctor.js';
 import { ModelLoadError } from '../errors.js';
-import { createTable } from './format.js';
+import { createTable } from '../core/table.js';
 
 /** Prints what this machine can run; fails only when not even the CPU provider works. */
 export async function runDoctor(options: { json: boolean }): Promise<void> {

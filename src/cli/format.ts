@@ -1,5 +1,3 @@
-import Table from 'cli-table3';
-
 /** Human-readable byte counts for CLI output. */
 export function formatBytes(bytes: number): string {
   if (bytes < 1024) return `${bytes} B`;
@@ -15,9 +13,4 @@ export function formatBytes(bytes: number): string {
 
 export function formatShape(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
-}
-
-/** A cli-table3 table, coloured only on a terminal so logs and pipes stay plain text. */
-export function createTable(head: string[]): Table.Table {
-  return new Table({ head, style: process.stdout.isTTY ? { head: ['cyan'] } : { head: [], border: [] } });
 }

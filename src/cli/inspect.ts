@@ -2,7 +2,8 @@ import { modelConfigToYaml } from '../config/load.js';
 import { openArchive } from '../archive/source.js';
 import { readArchiveContents, requireEntry } from '../archive/read.js';
 import { readModelSignature } from '../runtime/session.js';
-import { createTable, formatBytes, formatShape } from './format.js';
+import { createTable } from '../core/table.js';
+import { formatBytes, formatShape } from './format.js';
 
 export async function runInspect(location: string, options: { json: boolean }): Promise<void> {
   const source = await openArchive(location);

@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { commaList } from './options.js';
-import { ARCHIVE_FORMATS, type ArchiveFormat } from '../archive/format.js';
+import type { PackCommandOptions } from './pack.js';
+import { ARCHIVE_FORMATS } from '../archive/format.js';
 
 /** Flags only: each action lazy-loads its command module. */
 export function registerModelArchive(program: Command): void {
@@ -70,16 +71,4 @@ export function registerModelArchive(program: Command): void {
       const { runInit } = await import('./init.js');
       await runInit(options);
     });
-}
-
-export interface PackCommandOptions {
-  modelName: string;
-  serializedFile: string;
-  version: string;
-  handler: string;
-  configFile?: string;
-  extraFiles?: string[];
-  exportPath: string;
-  archiveFormat: ArchiveFormat;
-  force: boolean;
 }

@@ -1,7 +1,19 @@
 import ora from 'ora';
+import type { ArchiveFormat } from '../archive/format.js';
 import { packArchive } from '../archive/pack.js';
 import { formatBytes } from './format.js';
-import type { PackCommandOptions } from './model-archive.js';
+
+export interface PackCommandOptions {
+  modelName: string;
+  serializedFile: string;
+  version: string;
+  handler: string;
+  configFile?: string;
+  extraFiles?: string[];
+  exportPath: string;
+  archiveFormat: ArchiveFormat;
+  force: boolean;
+}
 
 export async function runPack(options: PackCommandOptions): Promise<void> {
   // Silent when stderr is not a terminal, so scripts and CI logs get only the summary line.

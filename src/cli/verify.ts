@@ -1,6 +1,6 @@
 import { verifyArchive } from '../archive/verify.js';
 import { ArchiveIntegrityError } from '../errors.js';
-import { createTable } from './format.js';
+import { createTable } from '../core/table.js';
 
 export async function runVerify(location: string, options: { json: boolean }): Promise<void> {
   const report = await verifyArchive(location);
