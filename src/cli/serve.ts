@@ -41,10 +41,7 @@ export async function runServe(options: ServeCommandOptions): Promise<number> {
   });
   const timeoutMs = config.drain_timeout / 1000;
   server.logger.info({ signal, timeoutMs }, 'draining: readiness is false, answering admitted requests');
-  // drain() settles only after cleanup, which waits for a batch stuck in a handler for as long
-  // as it is stuck; the deadline is this command's promise, so it is kept here too.
-  const deadline = new Promise<false>((resolve) => setTimeout(resolve, timeoutMs, false).unref());
-  const drained = await Promise.race([server.drain(timeoutMs), deadline]);
+  const drained = await server.drain(timeoutMs);
   if (drained) {
     server.logger.info('drained; exiting');
     return 0;
