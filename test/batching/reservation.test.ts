@@ -30,7 +30,12 @@ test('a reservation holds one queue row until its request is queued or it is rel
   const first = queue.reserve();
   const second = queue.reserve();
   assert.equal(queue.rowsReserved, 2);
-  assert.throws(() => queue.reserve(), { code: 'BS_ERR_QUEUE_FULL' });
+  // Refused at its headers exactly as it would be after its body: 503, Triton's wording.
+  assert.throws(() => queue.reserve(), {
+    code: 'BS_ERR_QUEUE_FULL',
+    httpStatus: 503,
+    message: 'Exceeds maximum queue size',
+  });
   // Held places count against requests that come without one.
   await assert.rejects(queue.submit(request, { rows: 1, shapeKey: 'a' }), { code: 'BS_ERR_QUEUE_FULL' });
   // Submitting with a reservation hands it back before its own rows are counted.

@@ -1,0 +1,90 @@
+import FakeTimers from '@sinonjs/fake-timers';
+import {
+  Batcher,
+  type BatcherObserver,
+  type BatchingPolicy,
+  type SubmitOptions,
+  type SubmitResult,
+} from '../../src/batching/batcher.js';
+import type { BatchRunner, BatchTimings } from '../../src/batching/batch-runner.js';
+import type { Clock } from '../../src/batching/clock.js';
+import type { HandlerRequest } from '../../src/handlers/types.js';
+import { InferenceInputError } from '../../src/errors.js';
+
+export const TIMINGS: BatchTimings = { computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 };
+
+/**
+ * A real BatchRunner whose forward pass is "double each value", and which completes only
+ * when the test releases it, so the test controls when an instance frees. A request whose
+ * body is "poison" makes the whole pass throw, like a bad input would.
+ */
+export class GatedRunner implements BatchRunner {
+  readonly device = 'test';
+  readonly batches: number[][] = [];
+  readonly #gates: (() => void)[] = [];
+  readonly #gated: boolean;
+  constructor(
+    readonly id: string,
+    gated = true,
+  ) {
+    this.#gated = gated;
+  }
+
+  async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
+    const values = requests.map(valueOf);
+    this.batches.push(values);
+    if (this.#gated) await new Promise<void>((resolve) => this.#gates.push(resolve));
+    if (requests.some((request) => request.body?.toString() === 'poison')) throw new InferenceInputError('poisoned');
+    return { responses: values.map((value) => value * 2), timings: TIMINGS };
+  }
+
+  /** Lets the oldest running batch finish. */
+  release(): void {
+    this.#gates.shift()?.();
+  }
+}
+
+const valueOf = (request: HandlerRequest): number => Number(request.body?.toString());
+export const req = (value: number | string): HandlerRequest => ({ body: Buffer.from(String(value)) });
+
+export const DEFAULT_POLICY: BatchingPolicy = {
+  maxBatchSize: 8,
+  maxQueueDelayUs: 5_000,
+  preferredBatchSizes: [],
+  maxQueueSize: 100,
+  defaultTimeoutUs: 0,
+  priorityLevels: 1,
+};
+
+/**
+ * A batcher on a fake clock. The clock starts well after 0 so that a mix-up between an
+ * instant and a duration shows.
+ */
+export function setup(
+  policy: Partial<BatchingPolicy>,
+  runners: BatchRunner[] = [new GatedRunner('i0')],
+  observer: BatcherObserver = {},
+) {
+  const fake = FakeTimers.createClock(1_000);
+  const clock: Clock = {
+    now: () => fake.now,
+    setTimeout: (callback, ms) => fake.setTimeout(callback, ms),
+    clearTimeout: (handle) => fake.clearTimeout(handle as FakeTimers.TimerId),
+  };
+  const batcher = new Batcher(runners, { ...DEFAULT_POLICY, ...policy }, observer, clock);
+  const submit = (value: number | string, options: Partial<SubmitOptions> = {}): Promise<SubmitResult> =>
+    batcher.submit(req(value), { rows: 1, shapeKey: 'a', ...options });
+  return { fake, batcher, submit, runner: runners[0] as GatedRunner };
+}
+
+/** Lets promise callbacks run (the runner is async). */
+export const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** What a request came to: its response, or its error code. */
+export async function outcome(result: Promise<SubmitResult>): Promise<unknown> {
+  try {
+    return (await result).response;
+  } catch (error) {
+    return (error as { code?: string }).code;
+  }
+}
