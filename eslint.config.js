@@ -16,8 +16,8 @@ export default tseslint.config(
       '@typescript-eslint/require-await': 'off',
     },
   },
-  { files: ['**/*.js'], ...tseslint.configs.disableTypeChecked },
-  { files: ['**/*.js'], languageOptions: { globals: globals.node } },
+  { files: ['**/*.js', '**/*.cjs'], ...tseslint.configs.disableTypeChecked },
+  { files: ['**/*.js', '**/*.cjs'], languageOptions: { globals: globals.node } },
   {
     files: ['test/**/*.ts'],
     // Tests read HTTP answers as untyped JSON and assert on their fields.

@@ -1,7 +1,7 @@
 import type { FileHandle } from 'node:fs/promises';
 import { Transform, type Duplex, type Readable, type TransformCallback } from 'node:stream';
 import { crc32 } from 'node:zlib';
-import { ArchiveCorruptError, ArchiveTooLargeError, BatchserveError } from '../errors.js';
+import { ArchiveCorruptError, ArchiveTooLargeError, BatchserveError } from '../core/errors.js';
 import { describeEntry } from './limits.js';
 
 // The plumbing between an entry's bytes on disk and whoever reads them.

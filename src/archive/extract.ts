@@ -9,7 +9,7 @@ import {
   ArchiveMissingFileError,
   ArchiveUnsafePathError,
   OutputExistsError,
-} from '../errors.js';
+} from '../core/errors.js';
 import { describeEntry, type ArchiveLimits } from './limits.js';
 import { MANIFEST_PATH, type ManifestFile } from './manifest.js';
 import { openArchive, type ArchiveSource } from './source.js';

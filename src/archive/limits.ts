@@ -3,7 +3,7 @@ import {
   ArchiveTooLargeError,
   ArchiveTooManyEntriesError,
   ArchiveUnsafePathError,
-} from '../errors.js';
+} from '../core/errors.js';
 
 /** What an archive may declare before batchserve refuses to read it. */
 export interface ArchiveLimits {

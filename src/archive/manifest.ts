@@ -1,4 +1,4 @@
-import { ArchiveManifestError } from '../errors.js';
+import { ArchiveManifestError } from '../core/errors.js';
 
 /** Where the manifest lives inside every archive; written last when packing. */
 export const MANIFEST_PATH = 'MAR-INF/MANIFEST.json';

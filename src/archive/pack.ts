@@ -5,10 +5,10 @@ import { randomBytes } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { ZipArchive } from 'archiver';
-import { InputFileError, InvalidModelNameError, OutputExistsError, UsageError } from '../errors.js';
+import { InputFileError, InvalidModelNameError, OutputExistsError, UsageError } from '../core/errors.js';
 import { readModelConfigFile, modelConfigToYaml } from '../config/load.js';
 import { MODEL_CONFIG_FILE, validateModelConfig, type CompleteModelConfig } from '../config/model-config.js';
-import { reconcileWithModel } from '../config/reconcile.js';
+import { reconcileWithModel } from '../runtime/reconcile.js';
 import { readModelSignature } from '../runtime/session.js';
 import { isBuiltinHandler, loadHandler } from '../handlers/load.js';
 import { BATCHSERVE_VERSION } from '../version.js';
@@ -220,9 +220,12 @@ async function writeZip(
   zip.on('progress', (progress) => report({ phase: 'writing', doneBytes: progress.fs.processedBytes, totalBytes }));
   const written = pipeline(zip, createWriteStream(target, { mode: 0o644 }));
   for (const entry of planned) {
-    const data = entry.content ?? createReadStream(entry.sourcePath as string);
+    // archiver reads appended streams only in turn; one that fails while queued (a file removed
+    // after hashing) has no listener yet, and would crash the process instead of failing the pack.
+    const data =
+      entry.content ?? createReadStream(entry.sourcePath as string).once('error', (error) => zip.destroy(error));
     zip.append(data, { name: entry.archivePath, mode: 0o644 });
   }
-  await zip.finalize();
-  await written;
+  // A destroyed archiver never settles finalize(); the pipeline reports its error.
+  await Promise.all([zip.finalize(), written]);
 }

@@ -1,6 +1,6 @@
 import { modelConfigFromText } from '../config/load.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { ArchiveManifestError, ArchiveMissingFileError } from '../errors.js';
+import { ArchiveManifestError, ArchiveMissingFileError } from '../core/errors.js';
 import { MANIFEST_PATH, parseManifest, type ArchiveManifest } from './manifest.js';
 import type { ArchiveSource } from './source.js';
 

@@ -10,7 +10,7 @@ import {
   ArchiveSymlinkError,
   ArchiveUnsafePathError,
   InputFileError,
-} from '../errors.js';
+} from '../core/errors.js';
 import { asCorrupt, DeclaredSizeStream, feedThrough, readRange } from './entry-stream.js';
 import { ArchiveGuard, describeEntry, resolveLimits, type ArchiveLimits } from './limits.js';
 import { checkRecord, dataOffset, declaredEntryCount, type ZipRecord } from './zip-format.js';

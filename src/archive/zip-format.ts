@@ -1,6 +1,6 @@
 import type { FileHandle } from 'node:fs/promises';
 import type { File as CentralDirectoryRecord } from 'unzipper';
-import { ArchiveCorruptError, ArchiveSymlinkError } from '../errors.js';
+import { ArchiveCorruptError, ArchiveSymlinkError } from '../core/errors.js';
 import { describeEntry } from './limits.js';
 
 // The zip structures unzipper leaves unchecked, checked here (PKWARE APPNOTE 6.3).

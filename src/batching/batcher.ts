@@ -1,8 +1,8 @@
-import { BatchTooLargeError, QueueFullError, QueueTimeoutError, RequestCancelledError } from '../errors.js';
-import type { HandlerRequest } from '../handlers/types.js';
+import { BatchTooLargeError, QueueFullError, QueueTimeoutError, RequestCancelledError } from '../core/errors.js';
 import { FixedQueue } from './fixed-queue.js';
 import { realClock, type Clock } from './clock.js';
-import type { BatchRunner, BatchTimings } from './batch-runner.js';
+import type { BatchRunner } from './batch-runner.js';
+import type { BatchTimings, HandlerRequest } from '../core/request.js';
 
 export interface BatchingPolicy {
   /** Most rows in one forward pass; 0 = the model does not batch (one request per pass). */

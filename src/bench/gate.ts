@@ -9,7 +9,7 @@
  *   deliberately drives some points into overload; failing on those would fail every run.
  * - errors and error_rate: every point, since an error anywhere is a served request lost.
  */
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { describePoint, formatErrors, round } from './report-table.js';
 import type { BenchReport, PointResult } from './report-types.js';
 

@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
-import { reconcileWithModel } from '../config/reconcile.js';
-import { UsageError } from '../errors.js';
+import { reconcileWithModel } from '../runtime/reconcile.js';
+import { UsageError } from '../core/errors.js';
 import { createSession, readSignature } from '../runtime/session.js';
-import { syntheticFeeds, type TensorMap } from '../runtime/tensors.js';
-import type { TensorSpec } from '../config/model-config.js';
+import { syntheticFeeds, type TensorMap } from '../core/tensors.js';
+import type { TensorSpec } from '../core/tensors.js';
 
 export interface InProcessOptions {
   /** Default: 1, 2, 4, … up to the archive's max_batch_size. */

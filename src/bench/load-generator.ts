@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { build, decodeFromCompressedBase64, encodeIntoCompressedBase64, type Histogram } from 'hdr-histogram-js';
 import { Client, Pool, type Dispatcher } from 'undici';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { RequestPayload } from './payload.js';
 import type { LatencySummary, LoadLevel } from './report-types.js';
 

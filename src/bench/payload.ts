@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { request } from 'undici';
-import { InputFileError, ModelNotFoundError, UsageError } from '../errors.js';
-import { bytesPerElement, isDatatype, ortTypeOf, type Datatype } from '../runtime/datatypes.js';
+import { InputFileError, ModelNotFoundError, UsageError } from '../core/errors.js';
+import { bytesPerElement, isDatatype, ortTypeOf, type Datatype } from '../core/datatypes.js';
 import type { Protocol } from './report-types.js';
 
 /**

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
-import { ModelLoadError, UsageError } from '../errors.js';
+import { ModelLoadError, UsageError } from '../core/errors.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
 import type { ApiAddresses } from '../server/server.js';
 import { parseStartupUrls } from '../server/startup-block.js';

@@ -1,6 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import ora from 'ora';
-import { BenchGateError, UsageError } from '../errors.js';
+import { BenchGateError, UsageError } from '../core/errors.js';
 import { checkGate, parseFailOn, parseRegression } from '../bench/gate.js';
 import { measureInProcess, powersOfTwoUpTo } from '../bench/in-process.js';
 import { buildReport } from '../bench/report.js';

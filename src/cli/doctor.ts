@@ -1,5 +1,5 @@
 import { examineMachine } from '../runtime/doctor.js';
-import { ModelLoadError } from '../errors.js';
+import { ModelLoadError } from '../core/errors.js';
 import { createTable } from '../core/table.js';
 
 /** Prints what this machine can run; fails only when not even the CPU provider works. */

@@ -1,6 +1,6 @@
 import { copyFile, mkdir, readdir, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { OutputExistsError } from '../errors.js';
+import { OutputExistsError } from '../core/errors.js';
 
 const TEMPLATES = new URL('../../../templates/', import.meta.url);
 

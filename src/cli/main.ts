@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { BatchserveError } from '../errors.js';
+import { BatchserveError } from '../core/errors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { registerModelArchive } from './model-archive.js';
 import { registerServe } from './serve-command.js';

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { request } from 'undici';
-import { ManagementCallError } from '../errors.js';
+import { ManagementCallError } from '../core/errors.js';
 import type { ManagementTargetOptions } from './options.js';
 
 export interface ManagementTarget {

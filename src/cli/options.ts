@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseDuration } from '../config/schema-kit.js';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 
 /** Commander parser for options given comma-separated, repeated, or both. */
 export function commaList(value: string, previous: string[] = []): string[] {

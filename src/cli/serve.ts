@@ -1,4 +1,4 @@
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import { readConfigFile } from '../config/load.js';
 import { validateServerConfig, type ServerConfig } from '../server/server-config.js';
 import { startServer } from '../server/server.js';

@@ -1,4 +1,4 @@
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { TrafficView } from '../traffic/traffic-control.js';
 import { callManagement, managementTarget, printAnswer } from './management-client.js';
 import type { ManagementTargetOptions } from './options.js';

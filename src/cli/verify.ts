@@ -1,5 +1,5 @@
 import { verifyArchive } from '../archive/verify.js';
-import { ArchiveIntegrityError } from '../errors.js';
+import { ArchiveIntegrityError } from '../core/errors.js';
 import { createTable } from '../core/table.js';
 
 export async function runVerify(location: string, options: { json: boolean }): Promise<void> {

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { Document, isSeq, parse as parseYaml, visit, YAMLError } from 'yaml';
-import { ConfigInvalidError, InputFileError } from '../errors.js';
+import { ConfigInvalidError, InputFileError } from '../core/errors.js';
 import { validateModelConfig, type ModelConfig } from './model-config.js';
 import { formatDuration } from './schema-kit.js';
 

@@ -1,5 +1,6 @@
-import { ConfigInvalidError } from '../errors.js';
-import { DATATYPES, type Datatype } from '../runtime/datatypes.js';
+import { ConfigInvalidError } from '../core/errors.js';
+import { DATATYPES } from '../core/datatypes.js';
+import type { TensorSpec } from '../core/tensors.js';
 import { deepFreeze, validateField, type FieldSpec } from './schema-kit.js';
 
 export const MODEL_CONFIG_FILE = 'model-config.yaml';
@@ -210,12 +211,6 @@ export const modelConfigSchema = {
     },
   },
 } as const satisfies FieldSpec;
-
-export interface TensorSpec {
-  readonly name: string;
-  readonly datatype: Datatype;
-  readonly shape: readonly number[];
-}
 
 export interface DynamicBatchingConfig {
   /** Microseconds. */

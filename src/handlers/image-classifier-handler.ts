@@ -1,8 +1,8 @@
 import ort from 'onnxruntime-node';
-import { InferenceInputError } from '../errors.js';
-import { modelConfigSchema, type ImageClassifierOptions, type TensorSpec } from '../config/model-config.js';
+import { InferenceInputError } from '../core/errors.js';
+import { modelConfigSchema, type ImageClassifierOptions } from '../config/model-config.js';
 import { validateField } from '../config/schema-kit.js';
-import type { TensorMap } from '../runtime/tensors.js';
+import type { TensorMap, TensorSpec } from '../core/tensors.js';
 import { decodeImage, imageToRow, type ImageGeometry } from './image.js';
 import { requestTensors, splitOutputs, stackRequests, tensorHandler } from './tensor-handler.js';
 import type { Handler, HandlerContext } from './types.js';

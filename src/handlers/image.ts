@@ -1,6 +1,6 @@
 import jpeg from 'jpeg-js';
 import { PNG } from 'pngjs';
-import { InferenceInputError } from '../errors.js';
+import { InferenceInputError } from '../core/errors.js';
 import type { ImageClassifierOptions } from '../config/model-config.js';
 
 export interface RgbaImage {

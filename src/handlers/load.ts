@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { HandlerInvalidError } from '../errors.js';
+import { HandlerInvalidError } from '../core/errors.js';
 import { imageClassifierHandler } from './image-classifier-handler.js';
 import { tensorHandler } from './tensor-handler.js';
 import { HANDLER_HOOKS, type BuiltinHandlerName, type Handler } from './types.js';

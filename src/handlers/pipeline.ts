@@ -1,7 +1,7 @@
-import type { BatchTimings } from '../batching/batch-runner.js';
-import { HandlerInvalidError } from '../errors.js';
+import { HandlerInvalidError } from '../core/errors.js';
 import { BUILTIN_HANDLERS } from './load.js';
-import type { Handler, HandlerContext, HandlerRequest } from './types.js';
+import type { Handler, HandlerContext } from './types.js';
+import type { BatchTimings, HandlerRequest } from '../core/request.js';
 
 export type ContextOptions = Omit<HandlerContext, 'builtins'>;
 

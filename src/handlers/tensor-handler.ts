@@ -1,9 +1,10 @@
 import ort from 'onnxruntime-node';
-import { InferenceInputError } from '../errors.js';
-import type { TensorSpec } from '../config/model-config.js';
-import { ortTypeOf } from '../runtime/datatypes.js';
-import { checkRequestTensors, rowsOf, splitRows, stackRows, type TensorMap } from '../runtime/tensors.js';
-import type { Handler, HandlerContext, HandlerRequest } from './types.js';
+import { InferenceInputError } from '../core/errors.js';
+import { ortTypeOf } from '../core/datatypes.js';
+import { checkRequestTensors, rowsOf, splitRows, stackRows, type TensorMap } from '../core/tensors.js';
+import type { Handler, HandlerContext } from './types.js';
+import type { TensorSpec } from '../core/tensors.js';
+import type { HandlerRequest } from '../core/request.js';
 
 /**
  * The built-in handler: KServe v2 tensors pass straight through. A JSON body (TorchServe

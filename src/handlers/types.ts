@@ -1,15 +1,7 @@
 import type ort from 'onnxruntime-node';
 import type { CompleteModelConfig } from '../config/model-config.js';
-import type { TensorMap } from '../runtime/tensors.js';
-
-/** One client request as a handler sees it. */
-export interface HandlerRequest {
-  /** Tensors decoded by the protocol layer (KServe v2), keyed by input name. */
-  readonly inputs?: TensorMap;
-  /** The raw body of a TorchServe-style request: image bytes, JSON, text. */
-  readonly body?: Buffer;
-  readonly contentType?: string;
-}
+import type { HandlerRequest } from '../core/request.js';
+import type { TensorMap } from '../core/tensors.js';
 
 export interface HandlerContext {
   readonly modelName: string;

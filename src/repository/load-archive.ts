@@ -5,7 +5,7 @@ import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
-import { ModelLoadError } from '../errors.js';
+import { ModelLoadError } from '../core/errors.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelInstance, type ServingInstance } from '../runtime/model-instance.js';

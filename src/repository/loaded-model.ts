@@ -10,11 +10,11 @@ import {
   type SubmitResult,
 } from '../batching/batcher.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
-import { ModelNotReadyError, UsageError } from '../errors.js';
-import type { HandlerRequest } from '../handlers/types.js';
+import { ModelNotReadyError, UsageError } from '../core/errors.js';
 import { ModelStatistics } from '../metrics/model-statistics.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
+import type { HandlerRequest } from '../core/request.js';
 
 export type ModelState = 'ready' | 'unloading' | 'unloaded';
 

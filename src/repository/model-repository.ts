@@ -1,8 +1,8 @@
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { ModelConflictError, ModelNotFoundError, VersionPolicyError } from '../errors.js';
+import { ModelConflictError, ModelNotFoundError, VersionPolicyError } from '../core/errors.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
-import type { ModelPolicy, VersionPolicy } from '../traffic/traffic-policy.js';
+import type { ModelPolicy, VersionPolicy } from '../config/model-policy.js';
 import { loadModelArchive } from './load-archive.js';
 import type { LoadedModel } from './loaded-model.js';
 import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity, type StoreCatalog } from './store-catalog.js';

@@ -2,7 +2,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readManifest } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
-import { BatchserveError, ModelLoadError } from '../errors.js';
+import { BatchserveError, ModelLoadError } from '../core/errors.js';
 import { compareVersions } from './version-policy.js';
 
 /** An archive known by its manifest, without loading it. */

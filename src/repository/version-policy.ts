@@ -1,4 +1,4 @@
-import type { VersionPolicy } from '../traffic/traffic-policy.js';
+import type { VersionPolicy } from '../config/model-policy.js';
 
 /** Versions compare as numbers where they are numbers: 10 comes after 9. */
 export const compareVersions = (a: string, b: string): number => a.localeCompare(b, 'en', { numeric: true });

@@ -1,8 +1,9 @@
 import type ort from 'onnxruntime-node';
-import type { BatchRunner, BatchTimings } from '../batching/batch-runner.js';
-import { BatchserveError, InferenceFailedError } from '../errors.js';
+import type { BatchRunner } from '../batching/batch-runner.js';
+import { BatchserveError, InferenceFailedError } from '../core/errors.js';
 import { runBatchTimed } from '../handlers/pipeline.js';
-import type { Handler, HandlerContext, HandlerRequest } from '../handlers/types.js';
+import type { Handler, HandlerContext } from '../handlers/types.js';
+import type { BatchTimings, HandlerRequest } from '../core/request.js';
 
 /** An instance the repository can serve with and free: in this thread or in a worker. */
 export type ServingInstance = BatchRunner & {

@@ -1,11 +1,11 @@
 import type ort from 'onnxruntime-node';
 import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
-import { reconcileWithModel } from '../config/reconcile.js';
+import { reconcileWithModel } from './reconcile.js';
 import { loadHandler } from '../handlers/load.js';
 import { createHandlerContext } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
 import { createDeviceSession, readSignature } from './session.js';
-import { syntheticFeeds } from './tensors.js';
+import { syntheticFeeds } from '../core/tensors.js';
 
 /** Everything one instance needs, as plain data so it can cross into a worker thread. */
 export interface InstanceSpec {

@@ -1,8 +1,9 @@
 import ort from 'onnxruntime-node';
-import { ModelLoadError } from '../errors.js';
-import type { ModelConfig, TensorSpec } from '../config/model-config.js';
-import { datatypeOfOrtType } from './datatypes.js';
+import { ModelLoadError } from '../core/errors.js';
+import type { ModelConfig } from '../config/model-config.js';
+import { datatypeOfOrtType } from '../core/datatypes.js';
 import { AUTO_ORDER, fixFor, providersFor } from './devices.js';
+import type { TensorSpec } from '../core/tensors.js';
 
 // Load failures reach callers as exceptions; onnxruntime's own log would repeat them on stderr.
 ort.env.logLevel = 'fatal';

@@ -1,8 +1,7 @@
 import { Worker } from 'node:worker_threads';
-import type { BatchRunner, BatchTimings } from '../batching/batch-runner.js';
+import type { BatchRunner } from '../batching/batch-runner.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
-import { InferenceFailedError } from '../errors.js';
-import type { HandlerRequest } from '../handlers/types.js';
+import { InferenceFailedError } from '../core/errors.js';
 import type { InstanceSpec } from './open-instance.js';
 import {
   fromWireError,
@@ -11,6 +10,7 @@ import {
   type WireError,
   type WireResponse,
 } from './worker-protocol.js';
+import type { BatchTimings, HandlerRequest } from '../core/request.js';
 
 type WorkerMessage =
   | { type: 'ready'; config: CompleteModelConfig; device: string; deviceNote?: string }

@@ -1,8 +1,8 @@
 import ort from 'onnxruntime-node';
-import { BatchserveError, InferenceFailedError, errorClasses } from '../errors.js';
-import type { HandlerRequest } from '../handlers/types.js';
-import { tensorDataFromBytes } from './datatypes.js';
-import { isTensorMap, type TensorMap } from './tensors.js';
+import { BatchserveError, InferenceFailedError, errorClasses } from '../core/errors.js';
+import { tensorDataFromBytes } from '../core/datatypes.js';
+import { isTensorMap, type TensorMap } from '../core/tensors.js';
+import type { HandlerRequest } from '../core/request.js';
 
 /**
  * What crosses between the main thread and an instance's worker thread. Tensors travel as

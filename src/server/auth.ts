@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { UnauthorizedError } from '../errors.js';
+import { UnauthorizedError } from '../core/errors.js';
 import type { Route } from './http.js';
 
 /**

@@ -1,6 +1,6 @@
 import ort from 'onnxruntime-node';
-import { InferenceInputError } from '../errors.js';
-import { allocateTensorData, bytesPerElement, ortTypeOf, type Datatype } from '../runtime/datatypes.js';
+import { InferenceInputError } from '../core/errors.js';
+import { allocateTensorData, bytesPerElement, ortTypeOf, type Datatype } from '../core/datatypes.js';
 
 /**
  * The binary tensor layout of Triton's binary data extension: little-endian, row-major, no

@@ -1,5 +1,5 @@
 import ort from 'onnxruntime-node';
-import { InferenceInputError } from '../errors.js';
+import { InferenceInputError } from '../core/errors.js';
 import { halfToFloat } from './binary-tensor.js';
 
 type Scores = ArrayLike<number | bigint>;

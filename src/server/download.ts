@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { request } from 'undici';
 import { defaultArchiveLimits } from '../archive/limits.js';
-import { BatchserveError, ModelConflictError, ModelLoadError, UsageError } from '../errors.js';
+import { BatchserveError, ModelConflictError, ModelLoadError, UsageError } from '../core/errors.js';
 
 export interface DownloadOptions {
   /** The largest download accepted, in bytes; default: the archive size limit. */

@@ -5,7 +5,7 @@ import {
   PayloadTooLargeError,
   RouteNotFoundError,
   UnsupportedMediaTypeError,
-} from '../errors.js';
+} from '../core/errors.js';
 
 export type RouteParams = readonly (string | undefined)[];
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, params: RouteParams, url: URL) => Promise<void>;

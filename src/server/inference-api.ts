@@ -6,13 +6,12 @@ import {
   InferenceInputError,
   ModelNotReadyError,
   UsageError,
-} from '../errors.js';
-import type { HandlerRequest } from '../handlers/types.js';
+} from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
-import { batchPlacement, checkRequestTensors, isTensorMap, type TensorMap } from '../runtime/tensors.js';
+import { batchPlacement, checkRequestTensors, isTensorMap, type TensorMap } from '../core/tensors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { authenticated } from './auth.js';
 import {
@@ -27,6 +26,7 @@ import {
 import { tritonModelConfig } from './triton-config.js';
 import { decodeInferRequest, encodeInferResponse, type RequestedOutput, type ResponseOutput } from './v2-codec.js';
 import { tensorToNested } from './nested.js';
+import type { HandlerRequest } from '../core/request.js';
 
 export const V2_EXTENSIONS = [
   'binary_tensor_data',

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { InferenceInputError } from '../errors.js';
+import { InferenceInputError } from '../core/errors.js';
 
 /**
  * A long flat array of numbers left unparsed in the request body, brackets included, so the
@@ -263,7 +263,9 @@ function isSafelyRounded(value: number, rounded: number): boolean {
   const bits = scratchBits[0] as number;
   // One step away from zero when the value lies beyond the rounded float, else towards zero.
   scratchBits[0] = Math.abs(value) > Math.abs(rounded) ? bits + 1 : bits - 1;
-  const halfGap = Math.abs(scratch[0] - rounded) / 2;
+  // Past the largest float32 the step is to 2^128, not to Infinity: Math.fround overflows halfway there.
+  const neighbour = Number.isFinite(scratch[0]) ? scratch[0] : 2 ** 128;
+  const halfGap = Math.abs(neighbour - rounded) / 2;
   return Math.abs(Math.abs(value - rounded) - halfGap) > APPROXIMATION_ERROR * Math.abs(value);
 }
 

@@ -1,6 +1,6 @@
 import ort from 'onnxruntime-node';
-import { InferenceInputError } from '../errors.js';
-import { ortTypeOf, type Datatype } from '../runtime/datatypes.js';
+import { InferenceInputError } from '../core/errors.js';
+import { ortTypeOf, type Datatype } from '../core/datatypes.js';
 import { floatToHalf, halfToFloat } from './binary-tensor.js';
 import { fillFloat32FromSpan, NumericSpan } from './json-data-lift.js';
 

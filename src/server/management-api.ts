@@ -1,5 +1,5 @@
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
-import { ForbiddenError, UsageError } from '../errors.js';
+import { ForbiddenError, UsageError } from '../core/errors.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';

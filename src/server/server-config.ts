@@ -1,8 +1,8 @@
 import { DEVICE_PATTERN } from '../config/model-config.js';
 import { renderSchemaReference } from '../config/reference.js';
 import { deepFreeze, validateField, type FieldSpec } from '../config/schema-kit.js';
-import { ConfigInvalidError } from '../errors.js';
-import { modelPolicyProblems, modelPolicySpec, type ModelPolicy } from '../traffic/traffic-policy.js';
+import { ConfigInvalidError } from '../core/errors.js';
+import { modelPolicyProblems, modelPolicySpec, type ModelPolicy } from '../config/model-policy.js';
 
 const port = (defaultPort: number, what: string): FieldSpec => ({
   kind: 'integer',

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { BatchserveError, UsageError } from '../errors.js';
+import { BatchserveError, UsageError } from '../core/errors.js';
 import { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelRepository } from '../repository/model-repository.js';
 import { readArchiveIdentity, type ArchiveIdentity } from '../repository/store-catalog.js';

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { UsageError } from '../errors.js';
+import { UsageError } from '../core/errors.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
 import { readBody, requireMediaType, sendJson, type Route } from './http.js';
 

@@ -1,5 +1,5 @@
-import type { TensorSpec } from '../config/model-config.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
+import type { TensorSpec } from '../core/tensors.js';
 
 /**
  * Triton's model configuration extension (GET …/config) in Triton's own field names, so

@@ -1,8 +1,7 @@
 import ort from 'onnxruntime-node';
-import type { TensorSpec } from '../config/model-config.js';
-import { InferenceInputError } from '../errors.js';
-import { DATATYPES, datatypeOfOrtType, isDatatype, type Datatype } from '../runtime/datatypes.js';
-import type { TensorMap } from '../runtime/tensors.js';
+import { InferenceInputError } from '../core/errors.js';
+import { DATATYPES, datatypeOfOrtType, isDatatype, type Datatype } from '../core/datatypes.js';
+import type { TensorMap, TensorSpec } from '../core/tensors.js';
 import { binaryTensorBytes, elementSize, readBinaryTensor } from './binary-tensor.js';
 import { classify } from './classification.js';
 import { jsonTensorData, readJsonTensor } from './json-tensor.js';

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { realClock, type Clock } from '../batching/clock.js';
 import { formatDuration, parseDuration } from '../config/schema-kit.js';
-import { CanaryConflictError, CanaryNotFoundError, UsageError } from '../errors.js';
+import { CanaryConflictError, CanaryNotFoundError, UsageError } from '../core/errors.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { validateField } from '../config/schema-kit.js';
-import { ConfigInvalidError } from '../errors.js';
+import { ConfigInvalidError } from '../core/errors.js';
 import type { CanaryRecord } from './canary.js';
-import { trafficProblems, trafficSpec, type TrafficPolicy } from './traffic-policy.js';
+import { trafficProblems, trafficSpec, type TrafficPolicy } from '../config/model-policy.js';
 
 /** What run-time changes leave behind for one model. */
 export interface ModelRouting {

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import type * as ort from 'onnxruntime-node';
-import { isTensorMap } from '../runtime/tensors.js';
+import { isTensorMap } from '../core/tensors.js';
 
 /**
  * Whether a shadow version's answer agrees with the serving one's. Tensors agree when they

@@ -1,14 +1,14 @@
 import type { Logger } from 'pino';
 import { validateField } from '../config/schema-kit.js';
-import { CanaryConflictError, ConfigInvalidError, ModelNotFoundError } from '../errors.js';
+import { CanaryConflictError, ConfigInvalidError, ModelNotFoundError } from '../core/errors.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
-import { CanaryController, parseCanarySettings, type CanaryStatus } from './canary.js';
+import { CanaryController, parseCanarySettings, type CanaryClock, type CanaryStatus } from './canary.js';
 import type { RoutingStateFile } from './routing-state.js';
 import { type ModelRouting } from './routing-state.js';
 import { answersAgree } from './shadow-compare.js';
-import { trafficProblems, trafficSpec, type ModelPolicy, type TrafficPolicy } from './traffic-policy.js';
+import { trafficProblems, trafficSpec, type ModelPolicy, type TrafficPolicy } from '../config/model-policy.js';
 import { VersionRouter } from './version-router.js';
 
 export interface TrafficView {
@@ -29,6 +29,8 @@ export interface TrafficControlOptions {
   readonly stateFile: RoutingStateFile;
   /** What the state file held at start, read before the models load so a broken one fails fast. */
   readonly saved: ReadonlyMap<string, ModelRouting>;
+  /** Times the canaries' checks; default: real time. Injectable so a test can drive a canary. */
+  readonly clock?: CanaryClock;
 }
 
 /**
@@ -54,6 +56,7 @@ export class TrafficControl {
       metrics: options.metrics,
       logger: options.logger,
       changed: () => void this.#save(),
+      clock: options.clock,
     });
   }
 

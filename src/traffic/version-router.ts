@@ -3,7 +3,7 @@ import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import { compareVersions } from '../repository/version-policy.js';
 import { stickyDraw, versionSeed } from './sticky-hash.js';
-import type { TrafficPolicy } from './traffic-policy.js';
+import type { TrafficPolicy } from '../config/model-policy.js';
 
 interface WeightedVersion {
   readonly version: string;

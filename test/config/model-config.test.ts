@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { modelConfigFromText } from '../../src/config/load.js';
 import { validateModelConfig } from '../../src/config/model-config.js';
 import { parseDuration } from '../../src/config/schema-kit.js';
-import { ConfigInvalidError } from '../../src/errors.js';
+import { ConfigInvalidError } from '../../src/core/errors.js';
 
 function problemsOf(raw: unknown): readonly string[] {
   try {

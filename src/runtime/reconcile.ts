@@ -1,7 +1,8 @@
-import { ModelSignatureMismatchError } from '../errors.js';
-import type { ModelSignature } from '../runtime/session.js';
-import { deepFreeze } from './schema-kit.js';
-import type { CompleteModelConfig, ModelConfig, TensorSpec } from './model-config.js';
+import { ModelSignatureMismatchError } from '../core/errors.js';
+import type { ModelSignature } from './session.js';
+import { deepFreeze } from '../config/schema-kit.js';
+import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
+import type { TensorSpec } from '../core/tensors.js';
 
 /** Rows per batch a config-less archive gets when its model has a variable batch dimension. */
 export const DEFAULT_MAX_BATCH_SIZE = 16;

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { validateModelConfig } from '../../src/config/model-config.js';
-import { reconcileWithModel, DEFAULT_MAX_BATCH_SIZE } from '../../src/config/reconcile.js';
-import { ModelSignatureMismatchError } from '../../src/errors.js';
+import { reconcileWithModel, DEFAULT_MAX_BATCH_SIZE } from '../../src/runtime/reconcile.js';
+import { ModelSignatureMismatchError } from '../../src/core/errors.js';
 import { readModelSignature } from '../../src/runtime/session.js';
 import { affineModel, sumModel } from '../fixtures/onnx-models.js';
 

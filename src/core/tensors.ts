@@ -1,7 +1,13 @@
 import ort from 'onnxruntime-node';
-import { InferenceInputError } from '../errors.js';
-import type { TensorSpec } from '../config/model-config.js';
-import { allocateTensorData, datatypeOfOrtType, ortTypeOf } from './datatypes.js';
+import { InferenceInputError } from './errors.js';
+import { allocateTensorData, datatypeOfOrtType, ortTypeOf, type Datatype } from './datatypes.js';
+
+/** One input or output of a model as the config declares it: -1 marks a variable dimension. */
+export interface TensorSpec {
+  readonly name: string;
+  readonly datatype: Datatype;
+  readonly shape: readonly number[];
+}
 
 export type TensorMap = Record<string, ort.Tensor>;
 type TensorData = ort.Tensor['data'];

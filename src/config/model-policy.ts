@@ -1,4 +1,4 @@
-import type { FieldSpec } from '../config/schema-kit.js';
+import type { FieldSpec } from './schema-kit.js';
 
 /** A version name as archives and routes spell it. */
 export const VERSION_PATTERN = /^[\w.-]+$/;
