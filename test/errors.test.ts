@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { errorClasses, type BatchserveError } from '../src/errors.js';
+import { errorClasses, type BatchserveError } from '../src/core/errors.js';
 
 test('docs/errors.md lists exactly the error codes, with their exit codes and HTTP statuses', async () => {
   const doc = await readFile(new URL('../../docs/errors.md', import.meta.url), 'utf8');

@@ -6,10 +6,10 @@ import {
   type SubmitOptions,
   type SubmitResult,
 } from '../../src/batching/batcher.js';
-import type { BatchRunner, BatchTimings } from '../../src/batching/batch-runner.js';
+import type { BatchRunner } from '../../src/batching/batch-runner.js';
 import type { Clock } from '../../src/batching/clock.js';
-import type { HandlerRequest } from '../../src/handlers/types.js';
-import { InferenceInputError } from '../../src/errors.js';
+import { InferenceInputError } from '../../src/core/errors.js';
+import type { BatchTimings, HandlerRequest } from '../../src/core/request.js';
 
 export const TIMINGS: BatchTimings = { computeInputNs: 1, computeInferNs: 2, computeOutputNs: 3 };
 

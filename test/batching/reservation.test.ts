@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Batcher } from '../../src/batching/batcher.js';
 import type { BatchRunner } from '../../src/batching/batch-runner.js';
-import type { HandlerRequest } from '../../src/handlers/types.js';
+import type { HandlerRequest } from '../../src/core/request.js';
 
 /** An instance that never finishes, so submitted rows stay queued behind its first batch. */
 const stuck: BatchRunner = {

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { BatchTimings } from '../../src/batching/batch-runner.js';
 import { GatedRunner, setup, settle, outcome, TIMINGS } from './harness.js';
+import type { BatchTimings } from '../../src/core/request.js';
 
 test('busyInstances and the observer follow each batch from queue to instance to answer', async () => {
   const events: unknown[][] = [];

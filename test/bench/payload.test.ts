@@ -10,7 +10,7 @@ import {
   type RequestPayload,
 } from '../../src/bench/payload.js';
 import type { Protocol } from '../../src/bench/report-types.js';
-import { DATATYPES } from '../../src/runtime/datatypes.js';
+import { DATATYPES } from '../../src/core/datatypes.js';
 import { decodeInferRequest } from '../../src/server/v2-codec.js';
 import { call, packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';

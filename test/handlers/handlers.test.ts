@@ -6,16 +6,17 @@ import jpeg from 'jpeg-js';
 import { PNG } from 'pngjs';
 import { readModelConfigFile } from '../../src/config/load.js';
 import { validateModelConfig, type ModelConfig } from '../../src/config/model-config.js';
-import { reconcileWithModel } from '../../src/config/reconcile.js';
+import { reconcileWithModel } from '../../src/runtime/reconcile.js';
 import { imageClassifierHandler, type Classification } from '../../src/handlers/image-classifier-handler.js';
 import { createHandlerContext, runBatch } from '../../src/handlers/pipeline.js';
 import { tensorHandler } from '../../src/handlers/tensor-handler.js';
-import type { HandlerContext, HandlerRequest } from '../../src/handlers/types.js';
+import type { HandlerContext } from '../../src/handlers/types.js';
 import { createSession, readSignature } from '../../src/runtime/session.js';
-import type { TensorMap } from '../../src/runtime/tensors.js';
-import type { BatchserveError } from '../../src/errors.js';
+import type { TensorMap } from '../../src/core/tensors.js';
+import type { BatchserveError } from '../../src/core/errors.js';
 import { DEMO_MODEL_PATH as DEMO_MODEL } from '../../src/runtime/demo-model.js';
 import { affineModel, tinyImageClassifier } from '../fixtures/onnx-models.js';
+import type { HandlerRequest } from '../../src/core/request.js';
 
 async function contextFor(model: string | Uint8Array, config: ModelConfig, labels?: string[]): Promise<HandlerContext> {
   const session = await createSession(model, config);

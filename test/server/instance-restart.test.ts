@@ -1,16 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ArchiveManifest } from '../../src/archive/manifest.js';
-import type { BatchTimings } from '../../src/batching/batch-runner.js';
 import { validateModelConfig, type CompleteModelConfig } from '../../src/config/model-config.js';
-import { ModelLoadError } from '../../src/errors.js';
-import type { HandlerRequest } from '../../src/handlers/types.js';
+import { ModelLoadError } from '../../src/core/errors.js';
 import { ServerMetrics } from '../../src/metrics/server-metrics.js';
 import { LoadedModel } from '../../src/repository/loaded-model.js';
 import type { ServingInstance } from '../../src/runtime/model-instance.js';
 import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
 import { affine, affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
+import type { BatchTimings, HandlerRequest } from '../../src/core/request.js';
 
 test('an instance whose worker dies is replaced: its request fails alone, the next ones are answered', async (t) => {
   const archive = await packAffine(await tempDir(t), {
