@@ -12,6 +12,7 @@ import {
   makeWorkspace,
   manifestFor,
   modelFiles,
+  openFileCount,
   readTree,
   snapshotTree,
   withManifest,
@@ -357,5 +358,97 @@ describe('property: zip then unpack is the identity', () => {
       }),
       { numRuns: 30 },
     );
+  });
+});
+
+describe('unpackArchive, further', () => {
+  const archive = () => ws.writeArchive(`further-${++counter}.mar`, goodZip());
+
+  test('force with no existing target simply unpacks', async () => {
+    const target = join(ws.out, `forced-fresh-${++counter}`);
+    await unpackArchive(await archive(), target, { force: true });
+    assert.deepEqual(await readTree(target), withManifest(modelFiles()));
+  });
+
+  test('a file with the sha256 the manifest lists but another size is refused', async () => {
+    const files = modelFiles();
+    const manifest = JSON.parse(manifestFor(files).toString()) as { files: { path: string; size: number }[] };
+    for (const file of manifest.files) if (file.path === 'extra/labels.txt') file.size -= 1;
+    const entries = [...files].map(([name, data]) => ({ name, data }));
+    const location = await ws.writeArchive(
+      `size-lie-${++counter}.mar`,
+      rawZip([...entries, { name: 'MAR-INF/MANIFEST.json', data: JSON.stringify(manifest) }]),
+    );
+    const target = join(ws.out, `size-lie-${counter}`);
+    await assert.rejects(unpackArchive(location, target), (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'BS_ERR_ARCHIVE_INTEGRITY');
+      assert.ok(error.message.startsWith(`${location}: entry "extra/labels.txt" `), error.message);
+      return true;
+    });
+    assert.equal(existsSync(target), false);
+  });
+
+  test('refusals name the entry at fault', async () => {
+    const unlisted = await ws.writeArchive(
+      `unlisted-${++counter}.mar`,
+      rawZip(
+        [...withManifest(modelFiles())]
+          .map(([name, data]) => ({ name, data }))
+          .concat({ name: 'evil.py', data: Buffer.from('x') }),
+      ),
+    );
+    await assert.rejects(unpackArchive(unlisted, join(ws.out, 'unlisted')), (error: Error) =>
+      error.message.startsWith(`${unlisted}: entry "evil.py" `),
+    );
+    const files = modelFiles();
+    files.delete('config.yaml');
+    const missing = await ws.writeArchive(
+      `missing-${++counter}.mar`,
+      rawZip(
+        [...files]
+          .map(([name, data]) => ({ name, data }))
+          .concat({ name: 'MAR-INF/MANIFEST.json', data: manifestFor(modelFiles()) }),
+      ),
+    );
+    await assert.rejects(unpackArchive(missing, join(ws.out, 'missing')), (error: Error) =>
+      error.message.startsWith(`${missing}: entry "config.yaml" `),
+    );
+    const existing = join(ws.out, `existing-named-${++counter}`);
+    await mkdir(existing);
+    await assert.rejects(unpackArchive(await archive(), existing), (error: Error) => error.message.includes(existing));
+  });
+
+  test('releases the archive file, on success and on failure', async () => {
+    const location = await archive();
+    await unpackArchive(location, join(ws.out, `fd-${++counter}`));
+    assert.equal(openFileCount(location), 0);
+    const injected = await ws.writeArchive(
+      `fd-injected-${++counter}.mar`,
+      rawZip(
+        [...withManifest(modelFiles())]
+          .map(([name, data]) => ({ name, data }))
+          .concat({ name: 'x.py', data: Buffer.from('x') }),
+      ),
+    );
+    await assert.rejects(unpackArchive(injected, join(ws.out, `fd-${counter}`)), { code: 'BS_ERR_ARCHIVE_INTEGRITY' });
+    assert.equal(openFileCount(injected), 0);
+  });
+
+  test('files are written 0o644 whatever the umask', async () => {
+    const location = await archive();
+    const target = join(ws.out, `umask-${++counter}`);
+    const previous = process.umask(0);
+    try {
+      await unpackArchive(location, target);
+    } finally {
+      process.umask(previous);
+    }
+    assert.equal((await stat(join(target, 'model.onnx'))).mode & 0o777, 0o644);
+  });
+
+  test('a target that cannot be looked at is an error, not taken as absent', async () => {
+    const file = join(ws.out, `a-file-${++counter}`);
+    await writeFile(file, 'x');
+    await assert.rejects(unpackArchive(await archive(), join(file, 'model')), { code: 'ENOTDIR' });
   });
 });

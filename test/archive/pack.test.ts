@@ -1,16 +1,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, readFile, readdir, stat, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { unlinkSync } from 'node:fs';
+import { mkdir, readFile, readdir, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { unpackArchive } from '../../src/archive/extract.js';
 import { MANIFEST_PATH, parseManifest } from '../../src/archive/manifest.js';
-import { packArchive, type PackOptions } from '../../src/archive/pack.js';
+import { packArchive, type PackOptions, type PackProgress } from '../../src/archive/pack.js';
 import { openArchive } from '../../src/archive/source.js';
 import { verifyArchive } from '../../src/archive/verify.js';
 import { ARCHIVE_FORMATS } from '../../src/archive/format.js';
-import { BatchserveError } from '../../src/errors.js';
+import { BatchserveError } from '../../src/core/errors.js';
 import { affineModel, writeModel } from '../fixtures/onnx-models.js';
+import { readTree } from '../fixtures/archive-workspace.js';
 import { tempDir } from '../fixtures/temp.js';
 
 const HANDLER_SOURCE = `export async function postprocess(outputs, requests, context) {
@@ -218,3 +221,150 @@ test('a real model whose constant weights compress hundreds to one is not mistak
   await unpackArchive(packed.path, join(dir, 'out'));
   assert.deepEqual(await readFile(join(dir, 'out', 'cost.onnx')), await readFile(model));
 });
+
+test('a default pack: a zip, reported by its real size and sha256, with progress through every phase', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'affine.onnx', affineModel([4]));
+  const events: PackProgress[] = [];
+  const packed = await packArchive({
+    modelName: 'plain',
+    serializedFile: model,
+    exportPath: dir,
+    onProgress: (progress) => events.push(progress),
+  });
+  assert.equal(packed.format, 'zip');
+  assert.equal(packed.path, join(dir, 'plain.mar'));
+  const bytes = await readFile(packed.path);
+  assert.equal(packed.size, bytes.length);
+  assert.equal(packed.sha256, createHash('sha256').update(bytes).digest('hex'));
+  assert.equal('extraFiles' in packed.manifest.model, false, 'no extraFiles key without extra files');
+  assert.equal(packed.manifest.model.modelVersion, '1.0');
+  assert.equal(packed.manifest.model.handler, 'tensor');
+
+  assert.deepEqual(events[0], { phase: 'checking', doneBytes: 0, totalBytes: 0 });
+  const hashed = packed.manifest.files.reduce((total, file) => total + file.size, 0);
+  const hashing = events.filter((event) => event.phase === 'hashing');
+  assert.ok(hashing.length >= packed.manifest.files.length);
+  assert.ok(hashing.every((event) => event.totalBytes === hashed));
+  assert.ok(hashing.every((event, i) => i === 0 || event.doneBytes > (hashing[i - 1] as PackProgress).doneBytes));
+  assert.equal(hashing.at(-1)?.doneBytes, hashed);
+  const manifestSize = (await sourceEntrySize(packed.path, MANIFEST_PATH)) as number;
+  const writing = events.filter((event) => event.phase === 'writing');
+  assert.ok(writing.length > 0, 'writing progress reported');
+  assert.ok(
+    writing.every((event) => event.totalBytes === hashed + manifestSize && event.doneBytes <= event.totalBytes),
+  );
+  assert.deepEqual([...new Set(events.map((event) => event.phase))], ['checking', 'hashing', 'writing']);
+});
+
+test('a directory archive is a directory; its size is its bytes and its sha256 the manifest’s', async (t) => {
+  const dir = await tempDir(t);
+  const options = await project(dir);
+  const packed = await packArchive({ ...options, archiveFormat: 'dir' });
+  assert.equal(packed.format, 'dir');
+  assert.ok((await stat(packed.path)).isDirectory());
+  const tree = await readTree(packed.path);
+  assert.equal(
+    packed.size,
+    [...tree.values()].reduce((total, bytes) => total + bytes.length, 0),
+  );
+  assert.equal(
+    packed.sha256,
+    createHash('sha256')
+      .update(tree.get(MANIFEST_PATH) as Buffer)
+      .digest('hex'),
+  );
+
+  await writeFile(join(dir, 'labels.txt'), 'w\nx\ny\nz\n');
+  const again = await packArchive({ ...options, archiveFormat: 'dir', force: true });
+  assert.equal(await readFile(join(again.path, 'labels.txt'), 'utf8'), 'w\nx\ny\nz\n');
+  assert.deepEqual(await readdir(join(dir, 'out')), ['affine'], 'nothing else left in the export folder');
+});
+
+test('archives are written 0o644 whatever the umask', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'affine.onnx', affineModel([4]));
+  const previous = process.umask(0);
+  try {
+    const packed = await packArchive({ modelName: 'umask', serializedFile: model, exportPath: dir });
+    assert.equal((await stat(packed.path)).mode & 0o777, 0o644);
+  } finally {
+    process.umask(previous);
+  }
+});
+
+test('extra files: missing, special, linked or reserved ones are refused; folders go in sorted', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'affine.onnx', affineModel([4]));
+  const base = { modelName: 'extras', serializedFile: model, exportPath: join(dir, 'out') };
+  const missing = join(dir, 'missing.txt');
+  await assert.rejects(packArchive({ ...base, extraFiles: [missing] }), (error: Error & { code?: string }) => {
+    assert.equal(error.code, 'BS_ERR_INPUT_FILE');
+    assert.ok(error.message.includes(missing), error.message);
+    return true;
+  });
+  assert.equal(await codeOf(packArchive({ ...base, extraFiles: ['/dev/null'] })), 'BS_ERR_INPUT_FILE');
+
+  await mkdir(join(dir, 'linked'));
+  await writeFile(join(dir, 'linked', 'real.txt'), 'r');
+  await symlink(join(dir, 'linked', 'real.txt'), join(dir, 'linked', 'alias.txt'));
+  assert.equal(await codeOf(packArchive({ ...base, extraFiles: [join(dir, 'linked')] })), 'BS_ERR_INPUT_FILE');
+
+  await mkdir(join(dir, 'MAR-INF'));
+  await writeFile(join(dir, 'MAR-INF', 'MANIFEST.json'), '{}');
+  await assert.rejects(
+    packArchive({ ...base, extraFiles: [join(dir, 'MAR-INF')] }),
+    (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'BS_ERR_USAGE');
+      assert.ok(error.message.includes('"MAR-INF/MANIFEST.json"'), error.message);
+      return true;
+    },
+  );
+  assert.equal(await stat(join(dir, 'out')).catch(() => 'absent'), 'absent');
+
+  await mkdir(join(dir, 'vocab', 'sub'), { recursive: true });
+  for (const name of ['c.txt', 'B.txt', 'a.txt', 'sub/d.txt']) await writeFile(join(dir, 'vocab', name), name);
+  const packed = await packArchive({ ...base, extraFiles: [join(dir, 'vocab')] });
+  assert.equal(packed.manifest.model.extraFiles, 'vocab/a.txt,vocab/B.txt,vocab/c.txt,vocab/sub/d.txt');
+});
+
+test('an existing output is named in the refusal, a missing model in its error', async (t) => {
+  const dir = await tempDir(t);
+  const options = await project(dir);
+  const first = await packArchive(options);
+  await assert.rejects(packArchive(options), (error: Error & { code?: string }) => {
+    assert.equal(error.code, 'BS_ERR_OUTPUT_EXISTS');
+    assert.ok(error.message.includes(first.path), error.message);
+    return true;
+  });
+  const missing = join(dir, 'nope.onnx');
+  await assert.rejects(packArchive({ ...options, serializedFile: missing }), (error: Error) =>
+    error.message.includes(missing),
+  );
+  await assert.rejects(packArchive({ ...options, modelName: '../evil' }), (error: Error) =>
+    error.message.includes('"../evil"'),
+  );
+});
+
+for (const format of ['zip', 'dir'] as const) {
+  test(`a failure while writing (${format}) leaves nothing behind`, async (t) => {
+    const dir = await tempDir(t);
+    const options = await project(dir);
+    const model = options.serializedFile;
+    // Once everything is hashed, the model vanishes before the archive is written.
+    const onProgress = (progress: PackProgress): void => {
+      if (progress.phase === 'hashing' && progress.doneBytes === progress.totalBytes) unlinkSync(model);
+    };
+    await assert.rejects(packArchive({ ...options, archiveFormat: format, onProgress }));
+    assert.deepEqual(await readdir(join(dir, 'out')), []);
+  });
+}
+
+async function sourceEntrySize(location: string, path: string): Promise<number | undefined> {
+  const source = await openArchive(location);
+  try {
+    return source.entry(path)?.size;
+  } finally {
+    await source.close();
+  }
+}

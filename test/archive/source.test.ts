@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { rm, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -6,8 +7,15 @@ import { deflateRawSync } from 'node:zlib';
 import fc from 'fast-check';
 import { defaultArchiveLimits, resolveLimits } from '../../src/archive/limits.js';
 import { openArchive, type ArchiveSource } from '../../src/archive/source.js';
-import { BatchserveError } from '../../src/errors.js';
-import { archiverZip, makeWorkspace, modelFiles, writeTree, type Workspace } from '../fixtures/archive-workspace.js';
+import { BatchserveError } from '../../src/core/errors.js';
+import {
+  archiverZip,
+  makeWorkspace,
+  modelFiles,
+  openFileCount,
+  writeTree,
+  type Workspace,
+} from '../fixtures/archive-workspace.js';
 import { flipBit, rawZip, zip64CountBomb } from '../fixtures/raw-zip.js';
 
 const MiB = 1024 ** 2;
@@ -208,5 +216,152 @@ describe('limits', () => {
     const limits = resolveLimits({ maxEntries: 3, maxRatio: undefined });
     assert.equal(limits.maxEntries, 3);
     assert.equal(limits.maxRatio, 200);
+  });
+});
+
+describe('openArchive: what is and is not an archive', () => {
+  test('a missing location is an input error that keeps the system error as its cause', async () => {
+    const location = join(ws.root, 'missing.mar');
+    await assert.rejects(openArchive(location), (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'BS_ERR_INPUT_FILE');
+      assert.ok(error.message.startsWith(`${location}: `), error.message);
+      assert.equal((error.cause as NodeJS.ErrnoException).code, 'ENOENT');
+      return true;
+    });
+  });
+
+  test('a location that is neither a file nor a directory is an input error', async () => {
+    await assert.rejects(openArchive('/dev/null'), { code: 'BS_ERR_INPUT_FILE' });
+  });
+
+  test('a zip whose central directory lies past its end is corrupt, naming the archive', async () => {
+    const end = Buffer.alloc(22);
+    end.writeUInt32LE(0x06054b50, 0);
+    end.writeUInt16LE(1, 8);
+    end.writeUInt16LE(1, 10);
+    end.writeUInt32LE(46, 12);
+    end.writeUInt32LE(5000, 16);
+    const location = await ws.writeArchive('directory-past-end.mar', Buffer.concat([Buffer.alloc(60), end]));
+    await assert.rejects(openArchive(location), (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'BS_ERR_ARCHIVE_CORRUPT');
+      assert.ok(error.message.startsWith(`${location}: `), error.message);
+      assert.ok(error.cause instanceof Error);
+      return true;
+    });
+  });
+
+  test('an unknown entry is missing, naming it', async () => {
+    const location = await ws.writeArchive('named-missing.mar', rawZip([{ name: 'a.txt', data: 'a' }]));
+    await withSource(location, (source) => {
+      assert.throws(
+        () => source.openStream('b.txt'),
+        (error: Error) => error.message.startsWith(`${location}: entry "b.txt" `),
+      );
+    });
+  });
+});
+
+describe('reading zip entries as other zip writers lay them out', () => {
+  test('a local header with its own extra field (Info-ZIP timestamps)', async () => {
+    const extra = Buffer.from([0x55, 0x54, 5, 0, 1, 0x10, 0x20, 0x30, 0x40]);
+    const location = await ws.writeArchive(
+      'local-extra.mar',
+      rawZip([
+        { name: 'a.txt', data: 'first', localExtra: extra },
+        { name: 'b.bin', data: Buffer.alloc(5000, 9), method: 'deflate', localExtra: extra },
+      ]),
+    );
+    await withSource(location, async (source) => {
+      assert.equal((await source.readFile('a.txt')).toString(), 'first');
+      assert.deepEqual(await source.readFile('b.bin'), Buffer.alloc(5000, 9));
+    });
+  });
+
+  test('an empty deflated entry with no deflate data at all', async () => {
+    const location = await ws.writeArchive(
+      'empty-deflated.mar',
+      rawZip([{ name: 'empty.txt', method: 'deflate', body: Buffer.alloc(0) }]),
+    );
+    await withSource(location, async (source) => {
+      assert.equal(source.entry('empty.txt')?.compressedSize, 0);
+      assert.equal((await source.readFile('empty.txt')).length, 0);
+    });
+  });
+});
+
+describe('directory archives', () => {
+  test('entries are sorted by name as JavaScript sorts them, whatever order the disk lists', async () => {
+    const root = join(ws.root, 'archives', 'unicode-dir');
+    // U+FF21 sorts after U+1F600 in UTF-16, before it in UTF-8 bytes.
+    await writeTree(
+      root,
+      new Map([
+        ['\uff21.txt', Buffer.from('a')],
+        ['\u{1f600}.txt', Buffer.from('b')],
+      ]),
+    );
+    await withSource(root, (source) => {
+      assert.deepEqual(
+        source.entries.map((entry) => entry.path),
+        ['\u{1f600}.txt', '\uff21.txt'],
+      );
+    });
+  });
+
+  test('a special file (a FIFO) inside is refused as unsafe', async () => {
+    const root = join(ws.root, 'archives', 'fifo-dir');
+    await writeTree(root, new Map([['model.onnx', Buffer.from('m')]]));
+    execFileSync('mkfifo', [join(root, 'pipe')]);
+    await assert.rejects(openArchive(root), { code: 'BS_ERR_ARCHIVE_UNSAFE_PATH' });
+  });
+
+  test('a file removed after opening is corrupt, not a symlink', async () => {
+    const root = join(ws.root, 'archives', 'vanishing');
+    await writeTree(root, new Map([['a.txt', Buffer.from('a')]]));
+    await withSource(root, async (source) => {
+      await rm(join(root, 'a.txt'));
+      await assert.rejects(source.readFile('a.txt'), (error: Error & { code?: string }) => {
+        assert.equal(error.code, 'BS_ERR_ARCHIVE_CORRUPT');
+        assert.ok(error.message.startsWith(`${root}: entry "a.txt" `), error.message);
+        return true;
+      });
+    });
+  });
+
+  test('a file swapped for a symlink names the entry and keeps the ELOOP cause', async () => {
+    const root = join(ws.root, 'archives', 'swapped-cause');
+    await writeTree(root, new Map([['a.txt', Buffer.from('a')]]));
+    await withSource(root, async (source) => {
+      await rm(join(root, 'a.txt'));
+      await symlink('/etc/hostname', join(root, 'a.txt'));
+      await assert.rejects(source.readFile('a.txt'), (error: Error & { code?: string }) => {
+        assert.equal(error.code, 'BS_ERR_ARCHIVE_SYMLINK');
+        assert.ok(error.message.startsWith(`${root}: entry "a.txt" `), error.message);
+        assert.equal((error.cause as NodeJS.ErrnoException).code, 'ELOOP');
+        return true;
+      });
+    });
+  });
+
+  test('a symlink found by the walk names the entry', async () => {
+    const root = join(ws.root, 'archives', 'walk-link');
+    await writeTree(root, new Map([['a.txt', Buffer.from('a')]]));
+    await symlink('/etc', join(root, 'etc'));
+    await assert.rejects(openArchive(root), (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'BS_ERR_ARCHIVE_SYMLINK');
+      assert.ok(error.message.startsWith(`${root}: entry "etc" `), error.message);
+      return true;
+    });
+  });
+});
+
+describe('close', () => {
+  test('closing a zip archive releases its file', async () => {
+    const location = await ws.writeArchive('close.mar', rawZip([{ name: 'a.txt', data: 'a' }]));
+    const source = await openArchive(location);
+    await source.readFile('a.txt');
+    assert.equal(openFileCount(location), 1);
+    await source.close();
+    assert.equal(openFileCount(location), 0);
   });
 });

@@ -8,6 +8,7 @@ import {
   makeWorkspace,
   manifestFor,
   modelFiles,
+  openFileCount,
   sha256,
   withManifest,
   writeTree,
@@ -110,5 +111,41 @@ describe('sha256OfStream', () => {
   test('hashes and counts across chunks', async () => {
     const chunks = [Buffer.from('hello '), Buffer.from('world'), Buffer.alloc(0)];
     assert.deepEqual(await sha256OfStream(Readable.from(chunks)), { sha256: sha256(Buffer.concat(chunks)), size: 11 });
+  });
+});
+
+describe('verifyArchive, further', () => {
+  test('a manifest with the right sha256 but the wrong size is a mismatch', async () => {
+    const files = modelFiles();
+    const manifest = JSON.parse(manifestFor(files).toString()) as { files: { path: string; size: number }[] };
+    for (const file of manifest.files) if (file.path === 'config.yaml') file.size += 1;
+    const location = await zipOf([
+      ...entriesOf(files),
+      { name: 'MAR-INF/MANIFEST.json', data: JSON.stringify(manifest) },
+    ]);
+    const report = await verifyArchive(location);
+    assert.equal(report.ok, false);
+    assert.deepEqual(statusOf(report.files), {
+      'model.onnx': 'ok',
+      'config.yaml': 'mismatch',
+      'extra/labels.txt': 'ok',
+    });
+  });
+
+  test('releases the archive file when done, and when it fails', async () => {
+    const good = await zipOf(entriesOf(withManifest(modelFiles())));
+    await verifyArchive(good);
+    assert.equal(openFileCount(good), 0);
+    const unlisted = await zipOf(entriesOf(modelFiles()));
+    await assert.rejects(verifyArchive(unlisted), { code: 'BS_ERR_ARCHIVE_MANIFEST' });
+    assert.equal(openFileCount(unlisted), 0);
+  });
+});
+
+describe('sha256OfStream, text chunks', () => {
+  test('counts UTF-8 bytes, not characters', async () => {
+    const text = ['héllo ', 'wörld ✓'];
+    const bytes = Buffer.from(text.join(''));
+    assert.deepEqual(await sha256OfStream(Readable.from(text)), { sha256: sha256(bytes), size: bytes.length });
   });
 });

@@ -2,10 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import ort from 'onnxruntime-node';
-import type { TensorSpec } from '../../src/config/model-config.js';
-import type { BatchserveError } from '../../src/errors.js';
-import { DATATYPES, datatypeOfOrtType, ortTypeOf, type Datatype } from '../../src/runtime/datatypes.js';
-import type { TensorMap } from '../../src/runtime/tensors.js';
+import type { BatchserveError } from '../../src/core/errors.js';
+import { DATATYPES, datatypeOfOrtType, ortTypeOf, type Datatype } from '../../src/core/datatypes.js';
+import type { TensorMap, TensorSpec } from '../../src/core/tensors.js';
 import { floatToHalf, halfToFloat } from '../../src/server/binary-tensor.js';
 import {
   decodeInferRequest,
@@ -154,8 +153,17 @@ function parseResponse(encoded: EncodedResponse): { header: Json; tensors: Tenso
   return { header, tensors };
 }
 
-function assertInputError(run: () => unknown, label: string): void {
-  assert.throws(run, (error: BatchserveError) => error.code === 'BS_ERR_INFERENCE_INPUT', label);
+/** A 400 for the client: the stable code, and a message that says what to fix when a pattern is given. */
+function assertInputError(run: () => unknown, label: string, message?: RegExp): void {
+  assert.throws(
+    run,
+    (error: BatchserveError) => {
+      assert.equal(error.code, 'BS_ERR_INFERENCE_INPUT', label);
+      if (message) assert.match(error.message, message, label);
+      return true;
+    },
+    label,
+  );
 }
 
 // --- arbitraries -----------------------------------------------------------------
@@ -364,56 +372,122 @@ test('a raw binary request is the single input, rows from the byte length, outpu
 
 // --- malformed requests --------------------------------------------------------------
 
-test('every malformed request is BS_ERR_INFERENCE_INPUT', () => {
+test('every malformed request is BS_ERR_INFERENCE_INPUT, with a message that names what is wrong', () => {
   const fp32 = (data: unknown, shape: unknown = [2, 3]) => ({ inputs: [{ name: 'x', datatype: 'FP32', shape, data }] });
   const one = (datatype: string, data: unknown[]) => ({ inputs: [{ name: 'x', datatype, shape: [1], data }] });
-  const jsonCases: Record<string, unknown> = {
-    'header is an array': [],
-    'inputs missing': {},
-    'inputs not an array': { inputs: {} },
-    'input without a name': { inputs: [{ datatype: 'FP32', shape: [1], data: [1] }] },
-    'unknown datatype': one('FLOAT32', [1]),
-    'negative dimension': fp32([1], [-1]),
-    'fractional dimension': fp32([1], [0.5]),
-    'shape not an array': fp32([1], 3),
-    'too few elements': fp32([1, 2, 3, 4, 5]),
-    'too many elements': fp32([[1, 2, 3], [4, 5, 6], [7]]),
-    'a huge shape with little data': fp32([1], [1e9, 1e6]),
-    'data not an array': fp32(5, []),
-    'data missing': { inputs: [{ name: 'x', datatype: 'FP32', shape: [1] }] },
-    'duplicate input names': { inputs: [one('FP32', [1]).inputs[0], one('FP32', [2]).inputs[0]] },
-    'a string for FP32': one('FP32', ['abc']),
-    'null for FP32': one('FP32', [null]),
-    '300 for INT8': one('INT8', [300]),
-    '1.5 for INT32': one('INT32', [1.5]),
-    '-1 for UINT8': one('UINT8', [-1]),
-    '2 for BOOL': one('BOOL', [2]),
-    'a number for BYTES': one('BYTES', [5]),
-    'not a number string for INT64': one('INT64', ['12a']),
-    '2^63 for INT64': one('INT64', ['9223372036854775808']),
-    '-1 for UINT64': one('UINT64', [-1]),
-    'id not a string': { id: 42, inputs: [] },
-    'parameters not an object': { parameters: [], inputs: [] },
-    'binary_data_output not a boolean': { parameters: { binary_data_output: 'yes' }, inputs: [] },
-    'outputs not an array': { inputs: [], outputs: {} },
-    'output without a name': { inputs: [], outputs: [{}] },
-    'duplicate outputs': { inputs: [], outputs: [{ name: 'y' }, { name: 'y' }] },
-    'classification 0': { inputs: [], outputs: [{ name: 'y', parameters: { classification: 0 } }] },
-    'binary_data not a boolean': { inputs: [], outputs: [{ name: 'y', parameters: { binary_data: 1 } }] },
-    'binary_data_size with data': {
-      inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1], parameters: { binary_data_size: 4 } }],
-    },
-    'binary_data_size negative': {
-      inputs: [{ name: 'x', datatype: 'FP32', shape: [1], parameters: { binary_data_size: -4 } }],
-    },
-    'binary_data_size without binary data': {
-      inputs: [{ name: 'x', datatype: 'FP32', shape: [1], parameters: { binary_data_size: 4 } }],
-    },
+  const withParameters = (parameters: unknown) => ({
+    inputs: [{ name: 'x', datatype: 'FP32', shape: [1], parameters }],
+  });
+  const jsonCases: Record<string, [unknown, RegExp]> = {
+    'header is an array': [[], /^the request header must be a JSON object$/],
+    'header is a string': ['inputs', /^the request header must be a JSON object$/],
+    'header is null': [null, /^the request header must be a JSON object$/],
+    'inputs missing': [{}, /^the request needs an "inputs" array$/],
+    'inputs not an array': [{ inputs: {} }, /^the request needs an "inputs" array$/],
+    'input without a name': [
+      { inputs: [{ datatype: 'FP32', shape: [1], data: [1] }] },
+      /^inputs\[0\] must be an object with a "name"$/,
+    ],
+    'input with an empty name': [
+      { inputs: [{ name: '', datatype: 'FP32', shape: [1], data: [1] }] },
+      /^inputs\[0\] must be an object with a "name"$/,
+    ],
+    'input not an object': [{ inputs: [one('FP32', [1]).inputs[0], 'x'] }, /^inputs\[1\] must be an object/],
+    'unknown datatype': [
+      one('FLOAT32', [1]),
+      new RegExp(`^input "x": datatype "FLOAT32" is not one of ${DATATYPES.join(', ')}$`),
+    ],
+    'negative dimension': [fp32([1], [-1]), /^input "x": shape \[-1\] must be an array of non-negative integers$/],
+    'fractional dimension': [fp32([1], [0.5]), /^input "x": shape \[0\.5\] must be/],
+    'shape not an array': [fp32([1], 3), /^input "x": shape 3 must be/],
+    'a shape past 2^53 elements': [
+      fp32([1], [2 ** 30, 2 ** 30]),
+      /^input "x": shape \[1073741824, 1073741824\] is too large$/,
+    ],
+    'too few elements': [fp32([1, 2, 3, 4, 5]), /^input "x": shape \[2, 3\] needs 6 elements, got 5$/],
+    'too many elements': [fp32([[1, 2, 3], [4, 5, 6], [7]]), /^input "x": shape \[2, 3\] needs 6 elements, got 7$/], // prettier-ignore
+    'a huge shape with little data': [fp32([1], [1e9, 1e6]), /needs 1000000000000000 elements, got 1$/],
+    'data not an array': [fp32(5, []), /^input "x": data must be an array$/],
+    'data missing': [
+      { inputs: [{ name: 'x', datatype: 'FP32', shape: [1] }] },
+      /^input "x": needs "data" or parameters\.binary_data_size$/,
+    ],
+    'duplicate input names': [
+      { inputs: [one('FP32', [1]).inputs[0], one('FP32', [2]).inputs[0]] },
+      /^input "x" is given twice$/,
+    ],
+    'a string for FP32': [one('FP32', ['abc']), /^input "x": element 0 is "abc", FP32 needs a number/],
+    'null for FP32': [one('FP32', [null]), /^input "x": element 0 is null, FP32 needs a number/],
+    '300 for INT8': [one('INT8', [300]), /^input "x": element 0 is 300, INT8 needs an integer in \[-128, 127\]$/],
+    '1.5 for INT32': [one('INT32', [1.5]), /element 0 is 1\.5, INT32 needs an integer/],
+    '-1 for UINT8': [one('UINT8', [-1]), /element 0 is -1, UINT8 needs an integer in \[0, 255\]$/],
+    '2 for BOOL': [one('BOOL', [2]), /^input "x": element 0 is 2, BOOL needs true, false, 0 or 1$/],
+    'a number for BYTES': [one('BYTES', [5]), /^input "x": element 0 is 5, BYTES needs a string$/],
+    'not a number string for INT64': [one('INT64', ['12a']), /element 0 is "12a", INT64 needs an integer/],
+    '2^63 for INT64': [one('INT64', ['9223372036854775808']), /needs an integer in \[-9223372036854775808, /],
+    '-1 for UINT64': [one('UINT64', [-1]), /needs an integer in \[0, 18446744073709551615\]/],
+    'id not a string': [{ id: 42, inputs: [] }, /^"id" must be a string$/],
+    'parameters an array': [{ parameters: [], inputs: [] }, /^request "parameters" must be an object$/],
+    'parameters a string': [{ parameters: 'abc', inputs: [] }, /^request "parameters" must be an object$/],
+    'parameters null': [{ parameters: null, inputs: [] }, /^request "parameters" must be an object$/],
+    'binary_data_output not a boolean': [
+      { parameters: { binary_data_output: 'yes' }, inputs: [] },
+      /^parameters\.binary_data_output must be true or false$/,
+    ],
+    'input parameters not an object': [withParameters(7), /^input "x": "parameters" must be an object$/],
+    'outputs not an array': [{ inputs: [], outputs: {} }, /^"outputs" must be an array$/],
+    'output without a name': [{ inputs: [], outputs: [{}] }, /^outputs\[0\] must be an object with a "name"$/],
+    'output with an empty name': [
+      { inputs: [], outputs: [{ name: 'y' }, { name: '' }] },
+      /^outputs\[1\] must be an object with a "name"$/,
+    ],
+    'duplicate outputs': [{ inputs: [], outputs: [{ name: 'y' }, { name: 'y' }] }, /^output "y" is requested twice$/],
+    'output parameters not an object': [
+      { inputs: [], outputs: [{ name: 'y', parameters: [] }] },
+      /^output "y": "parameters" must be an object$/,
+    ],
+    'classification 0': [
+      { inputs: [], outputs: [{ name: 'y', parameters: { classification: 0 } }] },
+      /^output "y": classification must be a positive integer$/,
+    ],
+    'classification 1.5': [
+      { inputs: [], outputs: [{ name: 'y', parameters: { classification: 1.5 } }] },
+      /classification must be a positive integer/,
+    ],
+    'binary_data not a boolean': [
+      { inputs: [], outputs: [{ name: 'y', parameters: { binary_data: 1 } }] },
+      /^output "y": binary_data must be true or false$/,
+    ],
+    'binary_data_size with data': [
+      { inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: [1], parameters: { binary_data_size: 4 } }] },
+      /^input "x": has both "data" and parameters\.binary_data_size$/,
+    ],
+    'binary_data_size negative': [
+      withParameters({ binary_data_size: -4 }),
+      /^input "x": binary_data_size must be a non-negative integer$/,
+    ],
+    'binary_data_size fractional': [
+      withParameters({ binary_data_size: 1.5 }),
+      /binary_data_size must be a non-negative/,
+    ],
+    'binary_data_size a string': [withParameters({ binary_data_size: '4' }), /binary_data_size must be a non-negative/],
+    'binary_data_size without binary data': [
+      withParameters({ binary_data_size: 4 }),
+      /^input "x": binary_data_size 4 runs past the end of the body \(0 bytes left\)$/,
+    ],
   };
-  for (const [label, header] of Object.entries(jsonCases)) {
-    assertInputError(() => decodeInferRequest(jsonBody(header), undefined, []), label);
+  for (const [label, [header, message]] of Object.entries(jsonCases)) {
+    assertInputError(() => decodeInferRequest(jsonBody(header), undefined, []), label, message);
   }
-  assertInputError(() => decodeInferRequest(Buffer.from('{"inputs": ['), undefined, []), 'not JSON');
+  assert.throws(
+    () => decodeInferRequest(Buffer.from('{"inputs": ['), undefined, []),
+    (error: BatchserveError) => {
+      assert.equal(error.code, 'BS_ERR_INFERENCE_INPUT');
+      assert.match(error.message, /^the request header is not JSON: /);
+      assert.ok(error.cause instanceof SyntaxError, 'the JSON error is kept as the cause');
+      return true;
+    },
+  );
 
   const binary = (name: string, datatype: string, shape: number[], size: number) => ({
     name,
@@ -421,35 +495,133 @@ test('every malformed request is BS_ERR_INFERENCE_INPUT', () => {
     shape,
     parameters: { binary_data_size: size },
   });
-  const binaryCases: Record<string, [Json[], Uint8Array[]]> = {
-    'sizes run past the body': [[binary('x', 'FP32', [2], 8)], [new Uint8Array(4)]],
-    'bytes left after the inputs': [[binary('x', 'FP32', [1], 4)], [new Uint8Array(8)]],
-    'byte count not elements × size': [[binary('x', 'FP32', [2], 7)], [new Uint8Array(7)]],
-    'INT64 short by a byte': [[binary('x', 'INT64', [1], 7)], [new Uint8Array(7)]],
-    'BYTES length prefix cut off': [[binary('x', 'BYTES', [2], 6)], [bytesElements(['ab']).subarray(0, 6)]],
-    'BYTES element longer than the data': [[binary('x', 'BYTES', [1], 5)], [bytesElements(['abc']).subarray(0, 5)]],
-    'BYTES bytes left over': [[binary('x', 'BYTES', [1], 9)], [bytesElements(['a', 'b']).subarray(0, 9)]],
+  const binaryCases: Record<string, [Json[], Uint8Array[], RegExp]> = {
+    'sizes run past the body': [
+      [binary('x', 'FP32', [1], 4), binary('y', 'FP32', [2], 8)],
+      [new Uint8Array(4), new Uint8Array(6)],
+      /^input "y": binary_data_size 8 runs past the end of the body \(6 bytes left\)$/,
+    ],
+    'bytes left after the inputs': [
+      [binary('x', 'FP32', [1], 4)],
+      [new Uint8Array(8)],
+      /^the body has 4 bytes after the header and the inputs' binary_data_size$/,
+    ],
+    'byte count not elements × size': [
+      [binary('x', 'FP32', [2], 7)],
+      [new Uint8Array(7)],
+      /^input "x": shape \[2\] of FP32 needs 8 bytes, got 7$/,
+    ],
+    'INT64 short by a byte': [
+      [binary('x', 'INT64', [1, 3], 23)],
+      [new Uint8Array(23)],
+      /^input "x": shape \[1, 3\] of INT64 needs 24 bytes, got 23$/,
+    ],
+    'BYTES length prefix cut off': [
+      [binary('x', 'BYTES', [2], 6)],
+      [bytesElements(['ab']).subarray(0, 6)],
+      /^input "x": BYTES data ends at element 1 of 2$/,
+    ],
+    'BYTES element longer than the data': [
+      [binary('x', 'BYTES', [1], 5), binary('y', 'FP32', [1], 4)],
+      [bytesElements(['abc']).subarray(0, 5), new Uint8Array(4)],
+      /^input "x": BYTES element 0 declares 3 bytes, only 1 remain$/,
+    ],
+    'BYTES bytes left over': [
+      [binary('x', 'BYTES', [1], 9)],
+      [bytesElements(['a', 'b']).subarray(0, 9)],
+      /^input "x": 4 bytes left over after 1 BYTES elements$/,
+    ],
   };
-  for (const [label, [inputs, parts]] of Object.entries(binaryCases)) {
+  for (const [label, [inputs, parts, message]] of Object.entries(binaryCases)) {
     const { body, headerLength } = binaryBody({ inputs }, parts);
-    assertInputError(() => decodeInferRequest(body, headerLength, []), label);
+    assertInputError(() => decodeInferRequest(body, headerLength, []), label, message);
   }
-  assertInputError(() => decodeInferRequest(jsonBody({ inputs: [] }), 1000, []), 'header length past the body');
-  assertInputError(() => decodeInferRequest(jsonBody({ inputs: [] }), 1.5, []), 'fractional header length');
+  assertInputError(
+    () => decodeInferRequest(Buffer.alloc(0), undefined, []),
+    'empty body',
+    /^the request header is not JSON: /,
+  );
+  const small = jsonBody({ inputs: [] });
+  for (const length of [1000, 1.5, -1, small.length + 1]) {
+    assertInputError(
+      () => decodeInferRequest(small, length, []),
+      `header length ${length}`,
+      new RegExp(`^Inference-Header-Content-Length ${length} does not fit a body of ${small.length} bytes$`),
+    );
+  }
 
   const raw = (shape: number[], datatype: Datatype = 'FP32'): TensorSpec[] => [{ name: 'x', datatype, shape }];
-  const rawCases: Record<string, [Buffer, TensorSpec[]]> = {
-    'two model inputs': [Buffer.alloc(8), [...raw([-1]), { name: 'y', datatype: 'FP32', shape: [-1] }]],
-    'no model inputs': [Buffer.alloc(8), []],
-    'a variable dimension after the batch': [Buffer.alloc(8), raw([-1, -1])],
-    'not a whole number of rows': [Buffer.alloc(10), raw([-1, 2])],
-    'an empty body': [Buffer.alloc(0), raw([-1, 2])],
-    'wrong size for a fixed shape': [Buffer.alloc(12), raw([2, 2])],
-    'BYTES input holding more than one element': [Buffer.from('abc'), raw([-1, 2], 'BYTES')],
+  const rawCases: Record<string, [Buffer, TensorSpec[], RegExp]> = {
+    'two model inputs': [
+      Buffer.alloc(8),
+      [...raw([-1]), { name: 'y', datatype: 'FP32', shape: [-1] }],
+      /needs a model with one input, this one has 2$/,
+    ],
+    'no model inputs': [Buffer.alloc(8), [], /needs a model with one input, this one has 0$/],
+    'a variable dimension after the batch': [
+      Buffer.alloc(8),
+      raw([-1, -1]),
+      /^input "x": a raw binary request needs every dimension but the first fixed, the model's shape is \[-1, -1\]$/,
+    ],
+    'not a whole number of rows': [
+      Buffer.alloc(10),
+      raw([-1, 2]),
+      /^input "x": 10 bytes are not a whole number of 8-byte rows of \[-1, 2\] FP32$/,
+    ],
+    'an empty body': [Buffer.alloc(0), raw([-1, 2]), /^input "x": 0 bytes are not a whole number/],
+    'wrong size for a fixed shape': [
+      Buffer.alloc(12),
+      raw([2, 2]),
+      /^input "x": shape \[2, 2\] of FP32 needs 16 bytes, got 12$/,
+    ],
+    'a whole number of rows but not the fixed shape': [
+      Buffer.alloc(32),
+      raw([2, 2]),
+      /^input "x": shape \[2, 2\] of FP32 needs 16 bytes, got 32$/,
+    ],
+    'BYTES input holding more than one element': [
+      Buffer.from('abc'),
+      raw([-1, 2], 'BYTES'),
+      /^input "x": a raw BYTES request is one element, the model's shape \[-1, 2\] holds more$/,
+    ],
   };
-  for (const [label, [body, model]] of Object.entries(rawCases)) {
-    assertInputError(() => decodeInferRequest(body, 0, model), label);
+  for (const [label, [body, model, message]] of Object.entries(rawCases)) {
+    assertInputError(() => decodeInferRequest(body, 0, model), label, message);
   }
+});
+
+test('the smallest valid values are accepted: classification 1, binary_data_size 0, an empty shape', () => {
+  const decoded = decodeInferRequest(
+    jsonBody({
+      inputs: [
+        { name: 'e', datatype: 'FP32', shape: [0, 3], parameters: { binary_data_size: 0 } },
+        { name: 's', datatype: 'INT8', shape: [], data: [-3] },
+      ],
+      outputs: [{ name: 'y', parameters: { classification: 1, binary_data: true } }],
+    }),
+    undefined,
+    [],
+  );
+  assert.deepEqual(decoded.outputs, [{ name: 'y', binary: true, classification: 1 }]);
+  assertSameTensor(decoded.inputs.e, new ort.Tensor('float32', new Float32Array(0), [0, 3]));
+  assertSameTensor(decoded.inputs.s, new ort.Tensor('int8', Int8Array.of(-3), []));
+  // A request without id or outputs has no such keys at all, not keys holding undefined.
+  assert.deepEqual(Object.keys(decodeInferRequest(jsonBody({ inputs: [] }), undefined, [])).sort(), [
+    'binaryDataOutput',
+    'inputs',
+    'parameters',
+  ]);
+});
+
+test('a tensor type v2 cannot carry is a programming error, not a response', () => {
+  assert.throws(
+    () =>
+      encodeInferResponse({
+        model_name: 'm',
+        outputs: [{ name: 'q', tensor: new ort.Tensor('int4', new Uint8Array(1), [2]), binary: false }],
+      }),
+    { name: 'TypeError', message: 'output "q": v2 cannot carry int4 tensors' },
+  );
 });
 
 // --- responses -------------------------------------------------------------------------

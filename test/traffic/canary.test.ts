@@ -11,19 +11,23 @@ import {
 } from '../../src/traffic/canary.js';
 import { VersionRouter } from '../../src/traffic/version-router.js';
 import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
-import { loadedVersions, requestWith } from './loaded-versions.js';
+import { loadedVersions, requestWith, sharedVersions } from './loaded-versions.js';
 
 const EPOCH = Date.parse('2025-03-01T12:00:00.000Z');
 const SECOND = 1_000;
 /** The wall time `ms` after the canary's start, as the history writes it. */
 const at = (ms: number): string => new Date(EPOCH + ms).toISOString();
 
+/** Affine 1 and 2 take part in the canaries; 3 is a bystander whose requests must not count. */
+const affine = sharedVersions(['1', '2', '3']);
+
 /**
  * A canary of affine v2 against v1 (the default) over a real repository, driven by a fake
  * clock: `tick` runs the checks due, `answer` counts finished requests as the server would.
+ * The repository is shared by the tests unless one asks for its `own` (to unload a version).
  */
-async function canaryOf(t: TestContext) {
-  const { repository, metrics } = await loadedVersions(t, ['1', '2']);
+async function canaryOf(t: TestContext, own = false) {
+  const { repository, metrics } = own ? await loadedVersions(t, ['1', '2', '3']) : await affine();
   repository.setDefault('affine', '1');
   const fake = FakeTimers.createClock(EPOCH);
   const clock: CanaryClock = {
@@ -34,11 +38,12 @@ async function canaryOf(t: TestContext) {
   };
   const router = new VersionRouter(repository);
   let changes = 0;
+  const logs: ({ level: number; msg: string } & Record<string, unknown>)[] = [];
   const controller = new CanaryController({
     repository,
     router,
     metrics,
-    logger: pino({ level: 'silent' }),
+    logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) }),
     changed: () => void (changes += 1),
     clock,
   });
@@ -70,6 +75,10 @@ async function canaryOf(t: TestContext) {
     start,
     weightMetric,
     changes: () => changes,
+    /** What was logged, as `level message` lines. */
+    logs: () => logs.map(({ level, msg }) => `${level} ${msg}`),
+    /** What was logged, each line with its fields but without pino's own. */
+    logFields: () => logs.map(({ level, time, pid, hostname, ...fields }) => fields),
     history: () => controller.status('affine').history,
   };
 }
@@ -216,7 +225,7 @@ test('the error rate counts 5xx of the candidate only: at the limit it advances,
 });
 
 test('a candidate unloaded mid-canary takes no requests and rolls the canary back at the next check', async (t) => {
-  const { repository, router, controller, fake, start } = await canaryOf(t);
+  const { repository, router, controller, fake, start } = await canaryOf(t, true);
   start({ steps: [50, 100] });
   await repository.unload('affine', '2');
   assert.equal(controller.status('affine').state, 'running');
@@ -229,6 +238,10 @@ test('a candidate unloaded mid-canary takes no requests and rolls the canary bac
   assert.equal(ended.ended_at, at(SECOND));
   assert.equal(repository.defaultVersion('affine'), '1');
   assert.equal(router.effectiveSplit('affine'), undefined);
+  // A version on its way out (unloaded, still listed) cannot become a candidate.
+  await repository.get('affine', '3').unload();
+  assert.throws(() => start({ version: '3' }), { code: 'BS_ERR_CANARY_CONFLICT', message: 'version 3 is unloaded' });
+  assert.equal(controller.status('affine').state, 'rolled_back', 'the refused start left the last canary as it was');
 });
 
 test('a restored running canary resumes its step with a fresh window; an ended one stays ended', async (t) => {
@@ -264,4 +277,242 @@ test('a restored running canary resumes its step with a fresh window; an ended o
   assert.equal(controller.status('affine').weight, 100);
   controller.close();
   assert.equal(fake.countTimers(), 0, 'close stops every check');
+});
+
+test('status shows the settings as written, the live figures per version while running, and none once ended', async (t) => {
+  const { controller, answer, start, fake, logs, logFields } = await canaryOf(t);
+  start({ max_p99: 250_000, max_error_rate: 0.005, interval: 90 * SECOND * 1_000 });
+  answer('2', 2, 500, 0.02);
+  answer('1', 1);
+  answer('3', 5, 503);
+  fake.tick(30 * SECOND);
+  const { history, live, ...running } = controller.status('affine');
+  assert.deepEqual(running, {
+    model: 'affine',
+    state: 'running',
+    stable: '1',
+    candidate: '2',
+    step: 1,
+    steps: [10, 50, 100],
+    weight: 10,
+    interval: '90s',
+    max_error_rate: '0.5%',
+    max_p99: '250ms',
+    min_requests: 3,
+    started_at: at(0),
+    step_started_at: at(0),
+    next_check_at: at(90 * SECOND),
+    ended_at: null,
+    reason: null,
+  });
+  assert.deepEqual(Object.keys(live).sort(), ['1', '2'], 'a version outside the canary is not counted');
+  assert.deepEqual([live['1']?.requests, live['1']?.errors, live['2']?.requests, live['2']?.errors], [1, 0, 2, 2]);
+  assert.equal(history.length, 1);
+
+  const ended = controller.rollback('affine');
+  assert.deepEqual(ended.live, {});
+  assert.equal(ended.next_check_at, null);
+  assert.equal(ended.reason, 'rolled back by request');
+  assert.equal(ended.ended_at, at(30 * SECOND));
+  assert.deepEqual(
+    ended.history.map((event) => [event.event, event.reason, event.candidate?.errors, event.stable?.requests]),
+    [
+      ['started', undefined, undefined, undefined],
+      ['rolled_back', 'rolled back by request', 2, 1],
+    ],
+    'a rollback by request records the figures it ended on',
+  );
+  assert.equal(controller.status('affine').max_p99, '250ms');
+  assert.deepEqual(logs(), ['30 canary started', '40 canary rolled back']);
+  assert.deepEqual(logFields(), [
+    { model: 'affine', stable: '1', candidate: '2', steps: [10, 50, 100], msg: 'canary started' },
+    { model: 'affine', stable: '1', candidate: '2', reason: 'rolled back by request', msg: 'canary rolled back' },
+  ]);
+});
+
+test('starting twice, a candidate that already is the default, and ending an ended canary are refused', async (t) => {
+  const { repository, controller, start, fake, logs, answer } = await canaryOf(t);
+  answer('2', 1, 500);
+  answer('1', 1);
+  assert.throws(() => start({ version: '1' }), {
+    code: 'BS_ERR_CANARY_CONFLICT',
+    message: 'version 1 already is the default of affine; a canary needs another version to compare with',
+  });
+  assert.throws(() => start({ version: '9' }), { code: 'BS_ERR_MODEL_NOT_FOUND' });
+  assert.throws(() => controller.status('affine'), {
+    code: 'BS_ERR_CANARY_NOT_FOUND',
+    message: 'model affine has no canary',
+  });
+  assert.throws(() => controller.rollback('affine'), {
+    code: 'BS_ERR_CANARY_NOT_FOUND',
+    message: 'model affine has no canary',
+  });
+  assert.throws(() => controller.promote('affine'), { code: 'BS_ERR_CANARY_NOT_FOUND' });
+  assert.equal(controller.isRunning('affine'), false);
+  assert.equal(controller.recordOf('affine'), undefined);
+
+  start({ max_p99: undefined });
+  assert.equal(controller.isRunning('affine'), true);
+  assert.equal(controller.status('affine').live['2']?.requests, 0, 'requests before the start do not count');
+  assert.equal(controller.status('affine').max_p99, null);
+  assert.throws(() => start({}), {
+    code: 'BS_ERR_CANARY_CONFLICT',
+    message: 'model affine already has a running canary; promote or roll it back first',
+  });
+  const promoted = controller.promote('affine');
+  assert.equal(promoted.reason, 'promoted by request');
+  assert.equal(promoted.weight, 100);
+  assert.equal(repository.defaultVersion('affine'), '2');
+  assert.equal(fake.countTimers(), 0);
+  assert.throws(() => controller.rollback('affine'), {
+    code: 'BS_ERR_CANARY_CONFLICT',
+    message: 'the canary of affine already ended (promoted)',
+  });
+  repository.setDefault('affine', '1');
+  start({});
+  controller.rollback('affine');
+  assert.throws(() => controller.promote('affine'), {
+    code: 'BS_ERR_CANARY_CONFLICT',
+    message: 'the canary of affine already ended (rolled back)',
+  });
+  assert.equal(repository.defaultVersion('affine'), '1');
+  assert.deepEqual(logs(), ['30 canary started', '30 canary promoted', '30 canary started', '40 canary rolled back']);
+});
+
+test('the error rate in a rollback reason is rounded to three digits; advancing is logged', async (t) => {
+  const { controller, answer, start, fake, logs, logFields } = await canaryOf(t);
+  start({ steps: [10, 100], max_error_rate: 0.2 });
+  answer('2', 3);
+  fake.tick(SECOND);
+  answer('2', 2);
+  answer('2', 1, 500);
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').reason, 'error rate 33.3% (1 of 3) above 20%');
+  assert.deepEqual(logs(), ['30 canary started', '30 canary advanced', '40 canary rolled back']);
+  assert.deepEqual(logFields()[1], { model: 'affine', weight: 100, msg: 'canary advanced' });
+});
+
+test('a long history keeps its first event and the latest ones, 200 in all', async (t) => {
+  const { controller } = await canaryOf(t);
+  const history: CanaryEvent[] = Array.from({ length: 250 }, (_, index) => ({
+    at: at(index),
+    event: index === 0 ? 'started' : 'held',
+    weight: 5,
+  }));
+  controller.restore({
+    model: 'affine',
+    stable: '1',
+    candidate: '2',
+    settings: { version: '2', steps: [5, 100], interval: SECOND * 1_000, max_error_rate: 0.01, min_requests: 1 },
+    state: 'running',
+    step: 0,
+    started_at: at(0),
+    step_started_at: at(0),
+    history,
+  });
+  const kept = controller.status('affine').history;
+  assert.equal(kept.length, 200);
+  assert.equal(kept[0]?.event, 'started');
+  assert.equal(kept[1]?.at, at(52), 'the oldest after the first go');
+  assert.equal(kept.at(-1)?.event, 'resumed');
+});
+
+test('a restored canary past its last step is promoted at its next check', async (t) => {
+  const { controller, answer, fake, repository } = await canaryOf(t);
+  controller.restore({
+    model: 'affine',
+    stable: '1',
+    candidate: '2',
+    settings: { version: '2', steps: [5, 50], interval: 1, max_error_rate: 0.01, min_requests: 1 },
+    state: 'running',
+    step: 2,
+    started_at: at(0),
+    step_started_at: at(0),
+    history: [],
+  });
+  assert.equal(controller.status('affine').weight, 100, 'beyond the steps the candidate has everything');
+  answer('2', 1);
+  fake.tick(0);
+  assert.equal(controller.status('affine').state, 'running', 'an interval under 1 ms still waits 1 ms');
+  fake.tick(1);
+  assert.equal(controller.status('affine').state, 'promoted');
+  assert.equal(repository.defaultVersion('affine'), '2');
+});
+
+test('a hold after an advance is kept apart from the hold before it; repeated holds at one weight stay one', async (t) => {
+  const { answer, start, fake, history } = await canaryOf(t);
+  start({ steps: [10, 50, 100], min_requests: 2 });
+  fake.tick(SECOND);
+  answer('2', 2);
+  fake.tick(SECOND);
+  fake.tick(SECOND);
+  fake.tick(SECOND);
+  assert.deepEqual(
+    history().map((event) => `${event.event}@${event.weight}`),
+    ['started@10', 'held@10', 'advanced@50', 'held@50'],
+  );
+});
+
+test('a candidate at exactly max_p99 passes; the guardrail is for slower ones', async (t) => {
+  const { controller, answer, start, fake } = await canaryOf(t);
+  // 1 ms is recorded exactly (latencies under about 2 ms are), so p99 is exactly the limit.
+  start({ steps: [10, 100], max_p99: 1_000, min_requests: 1 });
+  answer('2', 5, 200, 0.001);
+  assert.equal(controller.status('affine').live['2']?.p99_ms, 1);
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').weight, 100);
+  answer('2', 5, 200, 0.0011);
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').state, 'rolled_back');
+  assert.equal(controller.status('affine').reason, 'p99 1.1 ms above 1ms');
+});
+
+test('promoting a resumed canary whose candidate is no longer loaded leaves the default alone', async (t) => {
+  const { controller, repository } = await canaryOf(t);
+  controller.restore({
+    model: 'affine',
+    stable: '1',
+    candidate: '9',
+    settings: { version: '9', steps: [5, 100], interval: SECOND * 1_000, max_error_rate: 0.01, min_requests: 1 },
+    state: 'running',
+    step: 0,
+    started_at: at(0),
+    step_started_at: at(0),
+    history: [],
+  });
+  const promoted = controller.promote('affine');
+  assert.equal(promoted.state, 'promoted');
+  assert.equal(repository.defaultVersion('affine'), '1');
+});
+
+test('without an injected clock a canary runs on real time', async (t) => {
+  const { repository, metrics } = await affine();
+  repository.setDefault('affine', '1');
+  const clock = FakeTimers.install({ now: EPOCH, toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+  try {
+    const controller = new CanaryController({
+      repository,
+      router: new VersionRouter(repository),
+      metrics,
+      logger: pino({ level: 'silent' }),
+      changed: () => undefined,
+    });
+    const started = controller.start('affine', {
+      version: '2',
+      steps: [50, 100],
+      interval: SECOND * 1_000,
+      max_error_rate: 0.01,
+      min_requests: 1,
+    });
+    assert.equal(started.started_at, at(0));
+    assert.equal(started.next_check_at, at(SECOND));
+    controller.requestFinished(repository.get('affine', '2'), 200, 0.01);
+    clock.tick(SECOND);
+    assert.equal(controller.status('affine').weight, 100);
+    assert.equal(controller.status('affine').step_started_at, at(SECOND));
+    controller.close();
+    assert.equal(clock.countTimers(), 0);
+  } finally {
+    clock.uninstall();
+  }
 });

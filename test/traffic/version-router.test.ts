@@ -3,8 +3,12 @@ import type { IncomingMessage } from 'node:http';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import type { ModelRepository } from '../../src/repository/model-repository.js';
+import type { TrafficPolicy } from '../../src/config/model-policy.js';
 import { VersionRouter } from '../../src/traffic/version-router.js';
-import { loadedVersions, requestWith } from './loaded-versions.js';
+import { loadedVersions, requestWith, sharedVersions } from './loaded-versions.js';
+
+/** Affine 1, 2 and 3 for the tests that only route; the one that unloads a version loads its own. */
+const affine = sharedVersions(['1', '2', '3']);
 
 const URL_NO_QUERY = new URL('http://localhost/v2/models/affine/infer');
 const KEY_COUNT = 20_000;
@@ -61,8 +65,8 @@ function seededRandom(seed: number): () => number {
   };
 }
 
-test('sticky splits of 90/10 and 70/20/10 give each version its share of 20,000 keys, each key one version', async (t) => {
-  const { repository } = await loadedVersions(t, ['1', '2', '3']);
+test('sticky splits of 90/10 and 70/20/10 give each version its share of 20,000 keys, each key one version', async () => {
+  const { repository } = await affine();
   const splits: Record<string, number>[] = [
     { '1': 90, '2': 10 },
     { '1': 10, '2': 90 },
@@ -95,8 +99,8 @@ function raise(
   };
 }
 
-test('raising a version’s weight only moves keys towards it, with two versions or three', async (t) => {
-  const { repository } = await loadedVersions(t, ['1', '2', '3']);
+test('raising a version’s weight only moves keys towards it, with two versions or three', async () => {
+  const { repository } = await affine();
   const users = USERS.slice(0, 2_000);
   const weight = fc.integer({ min: 0, max: 100 });
   const someWeight = (count: number) =>
@@ -138,10 +142,18 @@ test('a version that is not ready is skipped and its weight shared out in propor
   const unkeyed = Array.from({ length: KEY_COUNT }, () => requestWith());
   const seeded = stickyRouter(repository, { '1': 70, '2': 20, '3': 10 }, seededRandom(7));
   assertShares(routeAll(seeded, unkeyed), { '1': 70, '3': 10 }, 'unkeyed, 2 not ready');
+  // With no ready version left in the split, the default version answers, keyed or not.
+  repository.setDefault('affine', '1');
+  const onlyTwo = stickyRouter(repository, { '2': 1, '3': 0 }, () => 0.5);
+  assert.deepEqual(routeAll(onlyTwo, [USERS[0] as IncomingMessage, requestWith()]), ['1', '1']);
+  // Nor does a shadow that is not ready get copies.
+  const shadowing = new VersionRouter(repository);
+  shadowing.setTraffic('affine', { shadow: '2', shadow_tolerance: 0 });
+  assert.equal(shadowing.shadowFor(repository.get('affine', '1')), undefined);
 });
 
-test('requests without the sticky key are split at random in proportion to the weights', async (t) => {
-  const { repository } = await loadedVersions(t, ['1', '2', '3']);
+test('requests without the sticky key are split at random in proportion to the weights', async () => {
+  const { repository } = await affine();
   const withoutKey = [requestWith(), requestWith({ 'x-user-id': '' }), requestWith({ 'x-other': 'user-1' })];
   const draws = Array.from(
     { length: KEY_COUNT },
@@ -170,4 +182,84 @@ test('requests without the sticky key are split at random in proportion to the w
     ),
     ['1', '1', '1', '2', '2', '3', '3'],
   );
+});
+
+test('an unkeyed point at the very end of the weights goes to the last ready version with weight', async () => {
+  const { repository } = await affine();
+  repository.setDefault('affine', '3');
+  for (const [split, expected] of [
+    [{ '1': 1, '2': 1 }, '2'],
+    [{ '1': 1, '2': 0 }, '1'],
+    [{ '1': 0, '2': 1, '3': 0 }, '2'],
+  ] as const) {
+    const router = new VersionRouter(repository, () => 1);
+    router.setTraffic('affine', { split, shadow_tolerance: 0 });
+    assert.equal(router.route('affine', requestWith(), URL_NO_QUERY).version, expected, JSON.stringify(split));
+  }
+});
+
+test('without a split the default version answers; a canary’s split wins over the configured one while it runs', async () => {
+  const { repository } = await affine();
+  repository.setDefault('affine', '3');
+  const router = new VersionRouter(repository, () => 0);
+  assert.equal(router.route('affine', requestWith(), URL_NO_QUERY).version, '3');
+  assert.equal(router.effectiveSplit('affine'), undefined);
+  router.setTraffic('affine', { sticky_key: 'header:x-user-id', shadow_tolerance: 0 });
+  assert.equal(router.route('affine', USERS[0] as IncomingMessage, URL_NO_QUERY).version, '3');
+  router.setTraffic('affine', { split: { '1': 1 }, shadow_tolerance: 0 });
+  router.setCanarySplit('affine', { '1': 0, '2': 100 });
+  assert.deepEqual(router.effectiveSplit('affine'), { '1': 0, '2': 100 });
+  assert.equal(router.route('affine', requestWith(), URL_NO_QUERY).version, '2');
+  router.setCanarySplit('affine', undefined);
+  assert.deepEqual(router.effectiveSplit('affine'), { '1': 1 });
+  assert.equal(router.route('affine', requestWith(), URL_NO_QUERY).version, '1');
+  router.setTraffic('affine', undefined);
+  assert.equal(router.traffic('affine'), undefined);
+  assert.equal(router.route('affine', requestWith(), URL_NO_QUERY).version, '3');
+  // A canary alone, with no traffic policy, routes too.
+  router.setCanarySplit('affine', { '2': 1 });
+  assert.equal(router.route('affine', requestWith(), URL_NO_QUERY).version, '2');
+});
+
+test('sticky keys: header names match in any case, query names exactly; the first of repeated headers counts', async () => {
+  const { repository } = await affine();
+  const split = { '1': 1, '2': 1, '3': 1 };
+  const byHeader = new VersionRouter(repository, () => assert.fail('a keyed request is never placed at random'));
+  byHeader.setTraffic('affine', { split, sticky_key: 'header:X-User-Id', shadow_tolerance: 0 });
+  const byQuery = new VersionRouter(repository, () => assert.fail('a keyed request is never placed at random'));
+  byQuery.setTraffic('affine', { split, sticky_key: 'query:User', shadow_tolerance: 0 });
+  const users = Array.from({ length: 60 }, (_, user) => `user-${user}`);
+  const viaHeader = users.map(
+    (user) => byHeader.route('affine', requestWith({ 'x-user-id': user }), URL_NO_QUERY).version,
+  );
+  const viaQuery = users.map(
+    (user) => byQuery.route('affine', requestWith(), new URL(`http://localhost/infer?User=${user}`)).version,
+  );
+  assert.deepEqual(viaQuery, viaHeader, 'one key meets one version, wherever it is read from');
+  assert.deepEqual(new Set(viaHeader), new Set(['1', '2', '3']));
+  const repeated = requestWith();
+  repeated.headers = { 'x-user-id': [users[0], users[1]] } as unknown as IncomingMessage['headers'];
+  assert.equal(byHeader.route('affine', repeated, URL_NO_QUERY).version, viaHeader[0]);
+  // A query key in another case, or a header key in the query, is no key: placed at random.
+  let draws = 0;
+  const counting = new VersionRouter(repository, () => (draws++, 0));
+  counting.setTraffic('affine', { split, sticky_key: 'query:User', shadow_tolerance: 0 });
+  counting.route('affine', requestWith({ user: 'a' }), new URL('http://localhost/infer?user=a'));
+  counting.route('affine', requestWith(), new URL('http://localhost/infer?User='));
+  assert.equal(draws, 2);
+});
+
+test('a shadow gets copies of what the other versions serve, with its tolerance, never of its own answers', async () => {
+  const { repository } = await affine();
+  const router = new VersionRouter(repository);
+  assert.equal(router.shadowFor(repository.get('affine', '1')), undefined);
+  router.setTraffic('affine', { shadow: '2', shadow_tolerance: 0.25 });
+  const target = router.shadowFor(repository.get('affine', '1'));
+  assert.equal(target?.model, repository.get('affine', '2'));
+  assert.equal(target?.tolerance, 0.25);
+  assert.equal(router.shadowFor(repository.get('affine', '2')), undefined);
+  router.setTraffic('affine', { shadow: '2' } as TrafficPolicy);
+  assert.equal(router.shadowFor(repository.get('affine', '3'))?.tolerance, 0, 'no tolerance given is exact');
+  router.setTraffic('affine', { shadow: '7', shadow_tolerance: 0 });
+  assert.equal(router.shadowFor(repository.get('affine', '3')), undefined, 'a shadow not loaded gets nothing');
 });
