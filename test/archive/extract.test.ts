@@ -12,7 +12,7 @@ import {
   makeWorkspace,
   manifestFor,
   modelFiles,
-  openFileCount,
+  openFileCountSettled,
   readTree,
   snapshotTree,
   withManifest,
@@ -421,7 +421,7 @@ describe('unpackArchive, further', () => {
   test('releases the archive file, on success and on failure', async () => {
     const location = await archive();
     await unpackArchive(location, join(ws.out, `fd-${++counter}`));
-    assert.equal(openFileCount(location), 0);
+    assert.equal(await openFileCountSettled(location), 0);
     const injected = await ws.writeArchive(
       `fd-injected-${++counter}.mar`,
       rawZip(
@@ -431,7 +431,7 @@ describe('unpackArchive, further', () => {
       ),
     );
     await assert.rejects(unpackArchive(injected, join(ws.out, `fd-${counter}`)), { code: 'BS_ERR_ARCHIVE_INTEGRITY' });
-    assert.equal(openFileCount(injected), 0);
+    assert.equal(await openFileCountSettled(injected), 0);
   });
 
   test('files are written 0o644 whatever the umask', async () => {

@@ -13,6 +13,7 @@ import {
   makeWorkspace,
   modelFiles,
   openFileCount,
+  openFileCountSettled,
   writeTree,
   type Workspace,
 } from '../fixtures/archive-workspace.js';
@@ -360,8 +361,8 @@ describe('close', () => {
     const location = await ws.writeArchive('close.mar', rawZip([{ name: 'a.txt', data: 'a' }]));
     const source = await openArchive(location);
     await source.readFile('a.txt');
-    assert.equal(openFileCount(location), 1);
+    assert.ok(openFileCount(location) >= 1, 'the open archive holds its file');
     await source.close();
-    assert.equal(openFileCount(location), 0);
+    assert.equal(await openFileCountSettled(location), 0);
   });
 });

@@ -8,7 +8,7 @@ import {
   makeWorkspace,
   manifestFor,
   modelFiles,
-  openFileCount,
+  openFileCountSettled,
   sha256,
   withManifest,
   writeTree,
@@ -135,10 +135,10 @@ describe('verifyArchive, further', () => {
   test('releases the archive file when done, and when it fails', async () => {
     const good = await zipOf(entriesOf(withManifest(modelFiles())));
     await verifyArchive(good);
-    assert.equal(openFileCount(good), 0);
+    assert.equal(await openFileCountSettled(good), 0);
     const unlisted = await zipOf(entriesOf(modelFiles()));
     await assert.rejects(verifyArchive(unlisted), { code: 'BS_ERR_ARCHIVE_MANIFEST' });
-    assert.equal(openFileCount(unlisted), 0);
+    assert.equal(await openFileCountSettled(unlisted), 0);
   });
 });
 
