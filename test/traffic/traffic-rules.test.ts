@@ -154,6 +154,10 @@ test('shadow answers: every output must agree, exact at tolerance 0, NaN agrees 
   assert.ok(!answersAgree({ y: y([1, 2]) }, { y: tensor('float64', [1, 2]) }, 0), 'types must match');
   assert.ok(!answersAgree({ y: y([1, 2]) }, { y: tensor('float32', [1, 2], [2]) }, 0), 'ranks must match');
   assert.ok(!answersAgree({ y: y([1, 2]) }, { y: tensor('float32', [1, 2], [2, 1]) }, 0), 'dims must match');
+  assert.ok(!answersAgree({ y: y([1, 2]) }, { y: tensor('float32', [1, 2], [1, 2, 1]) }, 0), 'a longer shape differs');
+  const cube = (dims: number[]) => ({ y: tensor('float32', [1, 2, 3, 4, 5, 6], dims) });
+  assert.ok(!answersAgree(cube([2, 1, 3]), cube([2, 3, 1]), 0), 'one dimension that differs is enough');
+  assert.ok(answersAgree(cube([2, 1, 3]), cube([2, 1, 3]), 0));
 });
 
 test('shadow answers that are not numbers compare exactly; a missing answer never agrees', () => {

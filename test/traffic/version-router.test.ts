@@ -7,8 +7,8 @@ import type { TrafficPolicy } from '../../src/config/model-policy.js';
 import { VersionRouter } from '../../src/traffic/version-router.js';
 import { loadedVersions, requestWith, sharedVersions } from './loaded-versions.js';
 
-/** Affine 1, 2 and 3 for the tests that only route; the one that unloads a version loads its own. */
-const affine = sharedVersions(['1', '2', '3']);
+/** Affine 1, 1.5, 2 and 3 for the tests that only route; the one that unloads a version loads its own. */
+const affine = sharedVersions(['1', '1.5', '2', '3']);
 
 const URL_NO_QUERY = new URL('http://localhost/v2/models/affine/infer');
 const KEY_COUNT = 20_000;
@@ -139,11 +139,12 @@ test('a version that is not ready is skipped and its weight shared out in propor
   whileReady.forEach((version, user) => {
     if (version !== '2') assert.equal(after[user], version, `user-${user} moved from ${version}`);
   });
+  // The default (1) is not the version the draining one's share goes to: nothing falls back to it.
+  repository.setDefault('affine', '1');
   const unkeyed = Array.from({ length: KEY_COUNT }, () => requestWith());
   const seeded = stickyRouter(repository, { '1': 70, '2': 20, '3': 10 }, seededRandom(7));
   assertShares(routeAll(seeded, unkeyed), { '1': 70, '3': 10 }, 'unkeyed, 2 not ready');
   // With no ready version left in the split, the default version answers, keyed or not.
-  repository.setDefault('affine', '1');
   const onlyTwo = stickyRouter(repository, { '2': 1, '3': 0 }, () => 0.5);
   assert.deepEqual(routeAll(onlyTwo, [USERS[0] as IncomingMessage, requestWith()]), ['1', '1']);
   // Nor does a shadow that is not ready get copies.
@@ -262,4 +263,20 @@ test('a shadow gets copies of what the other versions serve, with its tolerance,
   assert.equal(router.shadowFor(repository.get('affine', '3'))?.tolerance, 0, 'no tolerance given is exact');
   router.setTraffic('affine', { shadow: '7', shadow_tolerance: 0 });
   assert.equal(router.shadowFor(repository.get('affine', '3')), undefined, 'a shadow not loaded gets nothing');
+});
+
+test('unkeyed points are laid out in version order, whatever order the split names the versions in', async () => {
+  const { repository } = await affine();
+  // JavaScript lists integer-like keys first: {"2", "1.5"} iterates as 2, 1.5 either way.
+  for (const split of [
+    { '2': 1, '1.5': 1 },
+    { '1.5': 1, '2': 1 },
+  ]) {
+    const first = new VersionRouter(repository, () => 0);
+    first.setTraffic('affine', { split, shadow_tolerance: 0 });
+    assert.equal(first.route('affine', requestWith(), URL_NO_QUERY).version, '1.5', JSON.stringify(split));
+    const second = new VersionRouter(repository, () => 0.5);
+    second.setTraffic('affine', { split, shadow_tolerance: 0 });
+    assert.equal(second.route('affine', requestWith(), URL_NO_QUERY).version, '2', JSON.stringify(split));
+  }
 });
