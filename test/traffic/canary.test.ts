@@ -280,6 +280,10 @@ test('a restored running canary resumes its step with a fresh window; an ended o
   assert.equal(controller.status('affine').weight, 100);
   controller.close();
   assert.equal(fake.countTimers(), 0, 'close stops every check');
+  // Closed (the server shutting down), the canary stays running in its record, and a rollback
+  // that arrives meanwhile still ends it.
+  assert.equal(controller.recordOf('affine')?.state, 'running');
+  assert.equal(controller.rollback('affine').state, 'rolled_back');
 });
 
 test('status shows the settings as written, the live figures per version while running, and none once ended', async (t) => {
