@@ -4,13 +4,13 @@ import FakeTimers from '@sinonjs/fake-timers';
 import { pino } from 'pino';
 import {
   CanaryController,
-  type CanaryClock,
   type CanaryEvent,
   type CanaryRecord,
   type CanarySettings,
 } from '../../src/traffic/canary.js';
 import { VersionRouter } from '../../src/traffic/version-router.js';
 import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
+import { fakeCanaryClock } from './fake-canary-clock.js';
 import { loadedVersions, requestWith, sharedVersions } from './loaded-versions.js';
 
 const EPOCH = Date.parse('2025-03-01T12:00:00.000Z');
@@ -29,13 +29,7 @@ const affine = sharedVersions(['1', '2', '3']);
 async function canaryOf(t: TestContext, own = false) {
   const { repository, metrics } = own ? await loadedVersions(t, ['1', '2', '3']) : await affine();
   repository.setDefault('affine', '1');
-  const fake = FakeTimers.createClock(EPOCH);
-  const clock: CanaryClock = {
-    now: () => fake.now - EPOCH,
-    wallNow: () => fake.now,
-    setTimeout: (callback, ms) => fake.setTimeout(callback, ms),
-    clearTimeout: (handle) => fake.clearTimeout(handle as FakeTimers.TimerId),
-  };
+  const { fake, clock } = fakeCanaryClock(EPOCH);
   const router = new VersionRouter(repository);
   let changes = 0;
   const logs: ({ level: number; msg: string } & Record<string, unknown>)[] = [];

@@ -2,15 +2,15 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import FakeTimers from '@sinonjs/fake-timers';
 import * as ort from 'onnxruntime-node';
 import { pino } from 'pino';
-import type { CanaryClock, CanaryRecord } from '../../src/traffic/canary.js';
+import type { CanaryRecord } from '../../src/traffic/canary.js';
 import { RoutingStateFile, type ModelRouting } from '../../src/traffic/routing-state.js';
 import { TrafficControl } from '../../src/traffic/traffic-control.js';
 import type { ModelPolicy } from '../../src/config/model-policy.js';
 import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
 import { tempDir } from '../fixtures/temp.js';
+import { fakeCanaryClock } from './fake-canary-clock.js';
 import { requestWith, sharedVersions } from './loaded-versions.js';
 
 const EPOCH = Date.parse('2025-03-01T12:00:00.000Z');
@@ -36,13 +36,7 @@ async function controlOf(t: TestContext, setup: Setup = {}) {
   repository.chooseDefault('affine', '3');
   const statePath = setup.statePath ?? join(await tempDir(t), 'state.json');
   const stateFile = new RoutingStateFile(statePath);
-  const fake = FakeTimers.createClock(EPOCH);
-  const clock: CanaryClock = {
-    now: () => fake.now - EPOCH,
-    wallNow: () => fake.now,
-    setTimeout: (callback, ms) => fake.setTimeout(callback, ms),
-    clearTimeout: (handle) => fake.clearTimeout(handle as FakeTimers.TimerId),
-  };
+  const { fake, clock } = fakeCanaryClock(EPOCH);
   const logged: Record<string, unknown>[] = [];
   const logger = pino({ level: 'error' }, { write: (line: string) => void logged.push(JSON.parse(line)) });
   const control = TrafficControl.open({
