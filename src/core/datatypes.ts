@@ -97,6 +97,7 @@ export function tensorDataFromBytes(type: NumericOrtType, bytes: Uint8Array): Ex
     length: number,
   ) => Exclude<Tensor.DataType, string[]>;
   const size = TYPED_ARRAY_OF[type].BYTES_PER_ELEMENT;
-  const aligned = bytes.byteOffset % size === 0 ? bytes : bytes.slice();
+  // new Uint8Array(view) copies; a Buffer's own slice() would not.
+  const aligned = bytes.byteOffset % size === 0 ? bytes : new Uint8Array(bytes);
   return new TypedArray(aligned.buffer, aligned.byteOffset, aligned.byteLength / size);
 }

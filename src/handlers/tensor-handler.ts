@@ -28,9 +28,13 @@ export const tensorHandler: Handler = {
   },
 };
 
-/** The tensors of one request, checked against the served inputs. */
+/**
+ * The tensors of one request. Decoded ones were checked by the protocol layer; those read
+ * here from a TorchServe JSON body are checked here, the one place they are decoded.
+ */
 export function requestTensors(request: HandlerRequest, { config }: HandlerContext): TensorMap {
-  const tensors = request.inputs ?? tensorsFromJsonBody(request, config.inputs);
+  if (request.inputs) return request.inputs;
+  const tensors = tensorsFromJsonBody(request, config.inputs);
   checkRequestTensors(tensors, config.inputs);
   return tensors;
 }
@@ -58,7 +62,9 @@ export function splitOutputs(outputs: TensorMap, requests: readonly HandlerReque
   return responses;
 }
 
+/** A decoded request's rows as the protocol layer counted them; others from their first input. */
 export function requestRows(request: HandlerRequest): number {
+  if (request.rows !== undefined) return request.rows;
   const first = request.inputs && Object.values(request.inputs)[0];
   return first ? rowsOf(first) : 1;
 }

@@ -122,27 +122,14 @@ export class LoadedModel {
     return this.#batcher.reserve();
   }
 
-  /** Queues one request for batching; statistics record how it went. */
-  async infer(request: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
+  /** Queues one request for batching. Its outcome is recorded by whoever answers it (server/request-outcome). */
+  infer(request: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
     if (this.#modelState !== 'ready') {
-      throw new ModelNotReadyError(`model ${this.name} version ${this.version} is ${this.#modelState}`);
+      return Promise.reject(
+        new ModelNotReadyError(`model ${this.name} version ${this.version} is ${this.#modelState}`),
+      );
     }
-    const start = process.hrtime.bigint();
-    try {
-      const result = await this.#batcher.submit(request, options);
-      const { timings } = result;
-      this.stats.recordSuccess({
-        queueNs: result.queueNs,
-        ...timings,
-        totalNs: Number(process.hrtime.bigint() - start),
-      });
-      const computeSeconds = (timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e9;
-      this.#parts.metrics.requestTimings(this.name, this.version, result.queueNs / 1e9, computeSeconds);
-      return result;
-    } catch (error) {
-      this.stats.recordFailure(Number(process.hrtime.bigint() - start));
-      throw error;
-    }
+    return this.#batcher.submit(request, options);
   }
 
   /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` of the running batcher. */

@@ -4,6 +4,7 @@ import type { CompleteModelConfig } from '../config/model-config.js';
 import { InferenceFailedError } from '../core/errors.js';
 import type { InstanceSpec } from './open-instance.js';
 import {
+  buffersOf,
   fromWireError,
   fromWireResponse,
   toWireRequest,
@@ -88,12 +89,20 @@ export class WorkerInstance implements BatchRunner {
     };
   }
 
+  /**
+   * A batch of one request whose buffers nothing else holds moves them into the worker
+   * (transfer); they are unusable here afterwards. A batch of several is copied (structured
+   * clone): if it fails, the batcher runs each request alone, and needs their data for that.
+   */
   run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
     if (this.#failure) return Promise.reject(this.#failure);
     const id = this.#nextId++;
+    const wire = requests.map(toWireRequest);
+    const only = wire[0];
+    const transfer = wire.length === 1 && only && requests[0]?.movable ? buffersOf(only) : [];
     return new Promise((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject });
-      this.#worker.postMessage({ type: 'run', id, requests: requests.map(toWireRequest) });
+      this.#worker.postMessage({ type: 'run', id, requests: wire }, transfer);
     });
   }
 

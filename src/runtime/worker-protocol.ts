@@ -19,6 +19,7 @@ export interface WireTensor {
 
 export interface WireRequest {
   readonly inputs?: Record<string, WireTensor>;
+  readonly rows?: number;
   readonly body?: Uint8Array;
   readonly contentType?: string;
 }
@@ -59,14 +60,26 @@ export function fromWireTensors(wire: Record<string, WireTensor>): TensorMap {
 export function toWireRequest(request: HandlerRequest): WireRequest {
   return {
     ...(request.inputs ? { inputs: toWireTensors(request.inputs) } : {}),
+    ...(request.rows !== undefined ? { rows: request.rows } : {}),
     ...(request.body ? { body: request.body } : {}),
     ...(request.contentType ? { contentType: request.contentType } : {}),
   };
 }
 
+/** The distinct buffers under a request's numeric tensors and body, for a transfer list. */
+export function buffersOf(wire: WireRequest): ArrayBuffer[] {
+  const buffers = new Set<ArrayBuffer>();
+  for (const { data } of Object.values(wire.inputs ?? {})) {
+    if (!Array.isArray(data)) buffers.add(data.buffer as ArrayBuffer);
+  }
+  if (wire.body) buffers.add(wire.body.buffer as ArrayBuffer);
+  return [...buffers];
+}
+
 export function fromWireRequest(wire: WireRequest): HandlerRequest {
   return {
     ...(wire.inputs ? { inputs: fromWireTensors(wire.inputs) } : {}),
+    ...(wire.rows !== undefined ? { rows: wire.rows } : {}),
     ...(wire.body ? { body: Buffer.from(wire.body.buffer, wire.body.byteOffset, wire.body.byteLength) } : {}),
     ...(wire.contentType ? { contentType: wire.contentType } : {}),
   };

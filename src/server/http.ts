@@ -43,28 +43,48 @@ export function matchRoute(
 }
 
 /**
- * Reads the whole body, refusing (413) beyond `limit` bytes before buffering them. On refusal
- * the request stream is left open, not destroyed, so the error answer can linger (see
- * `sendError`) instead of resetting a client that is still sending.
+ * Reads the whole body into one buffer of its own (the one copy between the socket and the
+ * tensors), refusing (413) beyond `limit` bytes before buffering them. The buffer is placed so
+ * that the byte at `alignedAt` starts on an 8-byte boundary: binary tensor data there becomes a
+ * typed-array view of the body, not a second copy. Nothing else shares the buffer, so it may
+ * move to a worker thread. On refusal the request stream is left open, not destroyed, so the
+ * error answer can linger (see `sendError`) instead of resetting a client that is still sending.
  */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+export function readBody(req: IncomingMessage, limit: number, alignedAt = 0): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     checkDeclaredLength(req, limit);
+    const padding = (8 - (alignedAt % 8)) % 8;
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    // With a Content-Length the chunks land in place as they come; chunked bodies are gathered first.
+    let body = Number.isSafeInteger(declared) ? ownBuffer(declared, padding) : undefined;
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > limit) {
+      if (size + chunk.length > limit) {
         stop();
         req.pause();
-        reject(tooLarge(size, limit));
+        reject(tooLarge(size + chunk.length, limit));
         return;
       }
-      chunks.push(chunk);
+      if (body && size + chunk.length > body.length) {
+        // More than declared (the HTTP parser does not let it happen): gather it all instead.
+        chunks.push(body.subarray(0, size));
+        body = undefined;
+      }
+      if (body) chunk.copy(body, size);
+      else chunks.push(chunk);
+      size += chunk.length;
     };
     const onEnd = (): void => {
       stop();
-      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+      if (body) {
+        resolve(size === body.length ? body : body.subarray(0, size));
+        return;
+      }
+      const gathered = ownBuffer(size, padding);
+      let at = 0;
+      for (const chunk of chunks) at += chunk.copy(gathered, at);
+      resolve(gathered);
     };
     const onError = (error: Error): void => {
       stop();
@@ -75,6 +95,11 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     };
     req.on('data', onData).on('end', onEnd).on('error', onError);
   });
+}
+
+/** `size` bytes at `padding` into an ArrayBuffer of their own: never Node's shared pool. */
+function ownBuffer(size: number, padding: number): Buffer {
+  return Buffer.allocUnsafeSlow(size + padding).subarray(padding);
 }
 
 /** Refuses (413) a body whose Content-Length is over `limit`, before any of it is read. */
@@ -146,13 +171,18 @@ export function sendJson(
   res.end(text);
 }
 
+/** The HTTP status an error is answered with: a BatchserveError's own, 500 for anything else. */
+export function statusOf(error: unknown): number {
+  return error instanceof BatchserveError ? error.httpStatus : 500;
+}
+
 /**
  * The one place errors become HTTP answers: a BatchserveError's status, message and stable
  * code (`{"error", "code"}`, the v2 error object plus the code scripts can match on);
  * anything else is a 500 whose details stay in the log. Returns the status sent.
  */
 export function sendError(res: ServerResponse, error: unknown): number {
-  const status = error instanceof BatchserveError ? error.httpStatus : 500;
+  const status = statusOf(error);
   const message = error instanceof BatchserveError ? error.message : 'internal server error (see the server log)';
   if (res.headersSent) {
     res.destroy();

@@ -1,17 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
-import {
-  ForbiddenError,
-  InferenceFailedError,
-  InferenceInputError,
-  ModelNotReadyError,
-  UsageError,
-} from '../core/errors.js';
+import { ForbiddenError, InferenceFailedError, InferenceInputError, ModelNotReadyError } from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
-import { batchPlacement, checkRequestTensors, isTensorMap, type TensorMap } from '../core/tensors.js';
+import { isTensorMap, type TensorMap } from '../core/tensors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { authenticated } from './auth.js';
 import {
@@ -20,13 +14,17 @@ import {
   readBody,
   requireMediaType,
   sendJson,
+  statusOf,
   type Route,
   type RouteHandler,
+  type RouteParams,
 } from './http.js';
 import { tritonModelConfig } from './triton-config.js';
-import { decodeInferRequest, encodeInferResponse, type RequestedOutput, type ResponseOutput } from './v2-codec.js';
-import { tensorToNested } from './nested.js';
+import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.js';
+import { tensorToNested } from '../protocol/nested.js';
+import { prepareV2Request, retarget, type ModelSignature, type PreparedRequest } from '../protocol/prepared-request.js';
 import type { HandlerRequest } from '../core/request.js';
+import type { RequestOutcome } from './request-outcome.js';
 
 export const V2_EXTENSIONS = [
   'binary_tensor_data',
@@ -46,10 +44,9 @@ export interface InferenceApiOptions {
   /** The management token that load and unload need; undefined = `--no-auth`. */
   readonly token: string | undefined;
   readonly modelControl: 'explicit' | 'none';
+  /** Called once per request that reached a model version (and once per shadow copy). */
+  readonly requestFinished: (outcome: RequestOutcome) => void;
 }
-
-/** Which model a response served, so the request's metrics carry its model and version. */
-export const servedModel = new WeakMap<ServerResponse, LoadedModel>();
 
 const MODEL = '([^/]+)';
 const VERSION = '(?:/versions/([^/]+))?';
@@ -61,51 +58,80 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
   const { repository, traffic } = options;
   const ready = (model: LoadedModel): boolean => options.isAccepting() && model.state === 'ready';
   /**
-   * Admission at the door: from the request line and headers alone, an unknown model (404), a
-   * version not ready or a draining server (503), a declared body over the limit (413) and a
-   * full queue (503) are refused before a byte of the body is read, so refused requests cost
-   * the admitted ones nothing. The version is picked again after the body arrives if the one
-   * held is no longer ready, so a version that starts draining meanwhile is never used.
+   * A route that serves a model: admission at the door, then `work`, then one outcome for the
+   * request's metrics and statistics, however it ended. Admission decides from the request
+   * line and headers alone: an unknown model (404), a version not ready or a draining server
+   * (503), a declared body over the limit (413) and a full queue (503) are refused before a
+   * byte of the body is read, so refused requests cost the admitted ones nothing. The version
+   * is picked again after the body arrives if the one held is no longer ready, so a version
+   * that starts draining meanwhile is never used.
    */
-  const admit = async (
-    req: IncomingMessage,
-    res: ServerResponse,
-    [name, version]: readonly (string | undefined)[],
-    url: URL,
-  ): Promise<Admitted> => {
-    const pick = (): LoadedModel =>
-      version === undefined ? traffic.router.route(name as string, req, url) : repository.get(name as string, version);
-    let model = pick();
-    servedModel.set(res, model);
-    // Set before anything can fail, so error answers also say which version they came from.
-    res.setHeader('x-model-version', model.version);
-    requireReady(model, ready(model));
-    checkDeclaredLength(req, options.maxRequestSize);
-    const reservation = model.reserve();
-    try {
-      const body = await readBody(req, options.maxRequestSize);
-      if (!ready(model)) {
-        reservation.release();
-        model = pick();
-        servedModel.set(res, model);
+  const modelRoute =
+    (
+      work: (req: IncomingMessage, res: ServerResponse, admitted: Admitted) => Promise<SubmitResult>,
+      bodyAlignedAt: (req: IncomingMessage) => number = () => 0,
+    ): RouteHandler =>
+    async (req, res, params, url) => {
+      const started = process.hrtime.bigint();
+      let model: LoadedModel | undefined;
+      let reservation: QueueReservation | undefined;
+      let result: SubmitResult | undefined;
+      let status = 200;
+      const pick = (): LoadedModel => {
+        model = choose(params, req, url);
+        // Set before anything can fail, so error answers also say which version they came from.
         res.setHeader('x-model-version', model.version);
         requireReady(model, ready(model));
-        return { model, body, shadows: version === undefined ? traffic : undefined, reservation: undefined };
+        return model;
+      };
+      try {
+        let chosen = pick();
+        checkDeclaredLength(req, options.maxRequestSize);
+        reservation = chosen.reserve();
+        const body = await readBody(req, options.maxRequestSize, bodyAlignedAt(req));
+        if (!ready(chosen)) {
+          reservation.release();
+          reservation = undefined;
+          chosen = pick();
+        }
+        const shadows = params[1] === undefined ? traffic : undefined;
+        result = await work(req, res, { model: chosen, body, shadows, reservation });
+      } catch (error) {
+        status = statusOf(error);
+        throw error;
+      } finally {
+        reservation?.release();
+        if (model) {
+          const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+          options.requestFinished({ model, served: true, status, seconds, result });
+        }
       }
-      return { model, body, shadows: version === undefined ? traffic : undefined, reservation };
-    } catch (error) {
-      reservation.release();
-      throw error;
-    }
-  };
-  /** Runs a route's work on an admitted request; its queue place is given back however it ends. */
-  const served = async (admitted: Admitted, work: (admitted: Admitted) => Promise<void>): Promise<void> => {
-    try {
-      await work(admitted);
-    } finally {
-      admitted.reservation?.release();
-    }
-  };
+    };
+  const choose = ([name, version]: RouteParams, req: IncomingMessage, url: URL): LoadedModel =>
+    version === undefined ? traffic.router.route(name as string, req, url) : repository.get(name as string, version);
+  /** Runs a shadow copy and records its outcome like any request's. */
+  const shadowRun =
+    (run: (shadow: LoadedModel) => Promise<SubmitResult>) =>
+    async (shadow: LoadedModel): Promise<SubmitResult> => {
+      const started = process.hrtime.bigint();
+      let result: SubmitResult | undefined;
+      let status = 200;
+      try {
+        result = await run(shadow);
+        return result;
+      } catch (error) {
+        status = statusOf(error);
+        throw error;
+      } finally {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        options.requestFinished({ model: shadow, served: false, status, seconds, result });
+      }
+    };
+  const inferV2Route = modelRoute(
+    (req, res, admitted) => inferV2(req, res, admitted, shadowRun),
+    // The first binary input follows the JSON header: aligned, it is read in place.
+    (req) => Number(req.headers['inference-header-content-length']) || 0,
+  );
   return [
     {
       method: 'GET',
@@ -173,10 +199,9 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     {
       method: 'POST',
       path: new RegExp(`^/v2/models/${MODEL}${VERSION}/infer$`),
-      handle: async (req, res, params, url) => {
+      handle: (req, res, params, url) => {
         requireMediaType(req, V2_TYPES);
-        const admitted = await admit(req, res, params, url);
-        await served(admitted, (request) => inferV2(req, res, request));
+        return inferV2Route(req, res, params, url);
       },
     },
     {
@@ -214,10 +239,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     {
       method: 'POST',
       path: new RegExp(`^/predictions/${MODEL}(?:/([^/]+))?$`),
-      handle: async (req, res, params, url) => {
-        const admitted = await admit(req, res, params, url);
-        await served(admitted, (request) => predict(req, res, request));
-      },
+      handle: modelRoute((req, res, admitted) => predict(req, res, admitted, shadowRun)),
     },
   ];
 }
@@ -262,54 +284,45 @@ interface Admitted {
   readonly reservation: QueueReservation | undefined;
 }
 
+type ShadowRun = (
+  run: (shadow: LoadedModel) => Promise<SubmitResult>,
+) => (shadow: LoadedModel) => Promise<SubmitResult>;
+
+function signatureOf(model: LoadedModel): ModelSignature {
+  const { config } = model;
+  return { inputs: config.inputs, outputs: config.outputs, batching: config.max_batch_size > 0 };
+}
+
 async function inferV2(
   req: IncomingMessage,
   res: ServerResponse,
   { model, body, shadows, reservation }: Admitted,
-): Promise<void> {
-  const headerValue = req.headers['inference-header-content-length'];
-  const headerLength = headerValue === undefined ? undefined : Number(headerValue);
-  if (
-    headerLength !== undefined &&
-    (!Number.isSafeInteger(headerLength) || headerLength < 0 || headerLength > body.length)
-  ) {
-    throw new InferenceInputError(
-      `Inference-Header-Content-Length ${String(headerValue)} is not a length within the ${body.length}-byte body`,
-    );
-  }
-  if (headerLength === undefined && mediaType(req) === 'application/octet-stream') {
-    throw new InferenceInputError('a binary body needs the Inference-Header-Content-Length header');
-  }
-  const { config } = model;
-  const decoded = decodeInferRequest(body, headerLength, config.inputs);
-  checkRequestTensors(decoded.inputs, config.inputs);
-  const requested: RequestedOutput[] =
-    decoded.outputs ?? config.outputs.map((spec) => ({ name: spec.name, binary: decoded.binaryDataOutput }));
-  for (const output of requested) {
-    if (!config.outputs.some((spec) => spec.name === output.name)) {
-      throw new InferenceInputError(
-        `unknown output "${output.name}" (the model has ${config.outputs.map((spec) => spec.name).join(', ')})`,
-      );
-    }
-  }
-  const controls = requestControls(decoded.parameters);
-  const shadowed = shadows?.mirror(model, async (shadow) => {
-    checkRequestTensors(decoded.inputs, shadow.config.inputs);
-    const placement = batchPlacement(decoded.inputs, shadow.config.inputs, shadow.config.max_batch_size > 0);
-    return shadow.infer({ inputs: decoded.inputs }, { ...placement, ...controls });
-  });
-  const result = await model.infer(
-    { inputs: decoded.inputs },
+  shadowRun: ShadowRun,
+): Promise<SubmitResult> {
+  const headerLength = req.headers['inference-header-content-length'];
+  const prepared = prepareV2Request(
+    body,
     {
-      ...batchPlacement(decoded.inputs, config.inputs, config.max_batch_size > 0),
-      ...controls,
-      signal: disconnectSignal(res),
-      ...(reservation ? { reservation } : {}),
+      headerLength: Array.isArray(headerLength) ? headerLength.join(',') : headerLength,
+      binaryBody: mediaType(req) === 'application/octet-stream',
     },
+    signatureOf(model),
   );
+  const shadowed = shadows?.mirror(
+    model,
+    shadowRun((shadow) => {
+      const copy = retarget(prepared, signatureOf(shadow));
+      return shadow.infer(handlerRequest(copy, false), submitOptions(copy));
+    }),
+  );
+  const result = await model.infer(handlerRequest(prepared, shadowed === undefined), {
+    ...submitOptions(prepared),
+    signal: disconnectSignal(res),
+    ...(reservation ? { reservation } : {}),
+  });
   shadowed?.(result.response);
   const tensors = asTensorMap(result.response, model);
-  const outputs: ResponseOutput[] = requested.map((output) => ({
+  const outputs: ResponseOutput[] = prepared.outputs.map((output) => ({
     name: output.name,
     tensor: tensors[output.name] ?? missingOutput(output.name, model),
     binary: output.binary,
@@ -319,7 +332,7 @@ async function inferV2(
   const encoded = encodeInferResponse({
     model_name: model.name,
     model_version: model.version,
-    ...(decoded.id !== undefined ? { id: decoded.id } : {}),
+    ...(prepared.id !== undefined ? { id: prepared.id } : {}),
     outputs,
   });
   res.writeHead(200, {
@@ -328,6 +341,21 @@ async function inferV2(
     ...(encoded.headerLength !== undefined ? { 'inference-header-content-length': encoded.headerLength } : {}),
   });
   res.end(encoded.body);
+  return result;
+}
+
+/** What the handler gets: the checked tensors and their rows; `movable` when no shadow shares them. */
+function handlerRequest(prepared: PreparedRequest, movable: boolean): HandlerRequest {
+  return { inputs: prepared.inputs, rows: prepared.rows, movable };
+}
+
+function submitOptions(prepared: PreparedRequest): SubmitOptions {
+  return {
+    rows: prepared.rows,
+    shapeKey: prepared.shapeKey,
+    ...(prepared.priority !== undefined ? { priority: prepared.priority } : {}),
+    ...(prepared.timeoutUs !== undefined ? { timeoutUs: prepared.timeoutUs } : {}),
+  };
 }
 
 /** TorchServe's route: the body goes to the handler as it is (an image, JSON, text). */
@@ -335,13 +363,17 @@ async function predict(
   req: IncomingMessage,
   res: ServerResponse,
   { model, body, shadows, reservation }: Admitted,
-): Promise<void> {
+  shadowRun: ShadowRun,
+): Promise<SubmitResult> {
   if (body.length === 0) throw new InferenceInputError('the request body is empty');
   const contentType = mediaType(req);
   const request: HandlerRequest = { body, ...(contentType ? { contentType } : {}) };
   const shapeKey = `body:${contentType ?? ''}`;
-  const shadowed = shadows?.mirror(model, async (shadow) => shadow.infer(request, { rows: 1, shapeKey }));
-  const result: SubmitResult = await model.infer(request, {
+  const shadowed = shadows?.mirror(
+    model,
+    shadowRun((shadow) => shadow.infer(request, { rows: 1, shapeKey })),
+  );
+  const result = await model.infer(shadowed === undefined ? { ...request, movable: true } : request, {
     rows: 1,
     shapeKey,
     signal: disconnectSignal(res),
@@ -349,6 +381,7 @@ async function predict(
   });
   shadowed?.(result.response);
   sendPrediction(res, result.response);
+  return result;
 }
 
 function sendPrediction(res: ServerResponse, response: unknown): void {
@@ -367,23 +400,6 @@ function sendPrediction(res: ServerResponse, response: unknown): void {
     ? Object.fromEntries(Object.entries(response).map(([name, tensor]) => [name, tensorToNested(tensor)]))
     : response;
   sendJson(res, 200, body ?? null);
-}
-
-/** Triton's request parameters: `timeout` in microseconds (may only shorten), `priority` from 1. */
-function requestControls(parameters: Record<string, unknown>): Pick<SubmitOptions, 'timeoutUs' | 'priority'> {
-  const { timeout, priority } = parameters;
-  for (const [key, value] of [
-    ['timeout', timeout],
-    ['priority', priority],
-  ] as const) {
-    if (value !== undefined && (!Number.isSafeInteger(value) || (value as number) < 0)) {
-      throw new UsageError(`parameter "${key}" must be a non-negative integer, got ${JSON.stringify(value)}`);
-    }
-  }
-  return {
-    ...(typeof timeout === 'number' && timeout > 0 ? { timeoutUs: timeout } : {}),
-    ...(typeof priority === 'number' && priority > 0 ? { priority } : {}),
-  };
 }
 
 function asTensorMap(response: unknown, model: LoadedModel): TensorMap {

@@ -11,7 +11,8 @@ import { ModelRepository } from '../repository/model-repository.js';
 import { readArchiveIdentity, type ArchiveIdentity } from '../repository/store-catalog.js';
 import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
-import { inferenceRoutes, servedModel } from './inference-api.js';
+import { inferenceRoutes } from './inference-api.js';
+import { outcomeRecorder } from './request-outcome.js';
 import { managementRoutes } from './management-api.js';
 import type { ServerConfig } from './server-config.js';
 import { RoutingStateFile } from '../traffic/routing-state.js';
@@ -101,11 +102,6 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
         } finally {
           inFlight -= 1;
           const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-          const model = servedModel.get(res);
-          if (model) {
-            metrics.requestFinished(model.name, model.version, res.statusCode, seconds);
-            control.requestFinished(model, res.statusCode, seconds);
-          }
           logger.debug(
             { method: req.method, path: url.pathname, status: res.statusCode, ms: seconds * 1e3 },
             'request',
@@ -121,6 +117,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       isAccepting: () => accepting,
       token,
       modelControl: config.model_control,
+      requestFinished: outcomeRecorder(metrics, control),
     });
     const management = managementRoutes({
       repository,

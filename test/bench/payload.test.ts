@@ -11,7 +11,7 @@ import {
 } from '../../src/bench/payload.js';
 import type { Protocol } from '../../src/bench/report-types.js';
 import { DATATYPES } from '../../src/core/datatypes.js';
-import { decodeInferRequest } from '../../src/server/v2-codec.js';
+import { decodeInferRequest } from '../../src/protocol/v2-codec.js';
 import { call, packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DATATYPES } from '../../src/core/datatypes.js';
-import { elementSize, readBinaryTensor } from '../../src/server/binary-tensor.js';
+import { elementSize, readBinaryTensor } from '../../src/protocol/binary-tensor.js';
 
 test('element sizes: fixed for numeric datatypes, 0 for BYTES whose elements vary', () => {
   const sizes = Object.fromEntries(DATATYPES.map((datatype) => [datatype, elementSize(datatype)]));

@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import ort from 'onnxruntime-node';
-import { floatToHalf } from '../../src/server/binary-tensor.js';
-import { classify } from '../../src/server/classification.js';
+import { floatToHalf } from '../../src/protocol/binary-tensor.js';
+import { classify } from '../../src/protocol/classification.js';
 
 /** The expected answer, written the slow obvious way: sort each row, NaN last, ties by index. */
 function reference(values: readonly number[], rows: number, k: number, labels?: readonly string[]): string[] {

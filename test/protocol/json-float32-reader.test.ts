@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { NumericSpan, parseHeaderLiftingData } from '../../src/server/json-data-lift.js';
-import { decodeInferRequest } from '../../src/server/v2-codec.js';
+import { NumericSpan, parseHeaderLiftingData } from '../../src/protocol/json-data-lift.js';
+import { decodeInferRequest } from '../../src/protocol/v2-codec.js';
 import type { TensorSpec } from '../../src/core/tensors.js';
 
 /**

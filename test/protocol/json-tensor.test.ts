@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import ort from 'onnxruntime-node';
 import type { Datatype } from '../../src/core/datatypes.js';
-import { jsonTensorData, readJsonTensor, type JsonInput } from '../../src/server/json-tensor.js';
+import { jsonTensorData, readJsonTensor, type JsonInput } from '../../src/protocol/json-tensor.js';
 
 /** The JSON tensor codec on its own: range limits, spellings at their edges, and what errors say. */
 

@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import ort from 'onnxruntime-node';
-import { floatToHalf } from '../../src/server/binary-tensor.js';
-import { tensorToNested } from '../../src/server/nested.js';
+import { floatToHalf } from '../../src/protocol/binary-tensor.js';
+import { tensorToNested } from '../../src/protocol/nested.js';
 
 test('a tensor becomes arrays nested along its shape, row-major', () => {
   const tensor = new ort.Tensor(

@@ -5,13 +5,13 @@ import ort from 'onnxruntime-node';
 import type { BatchserveError } from '../../src/core/errors.js';
 import { DATATYPES, datatypeOfOrtType, ortTypeOf, type Datatype } from '../../src/core/datatypes.js';
 import type { TensorMap, TensorSpec } from '../../src/core/tensors.js';
-import { floatToHalf, halfToFloat } from '../../src/server/binary-tensor.js';
+import { floatToHalf, halfToFloat } from '../../src/protocol/binary-tensor.js';
 import {
   decodeInferRequest,
   encodeInferResponse,
   type EncodedResponse,
   type ResponseOutput,
-} from '../../src/server/v2-codec.js';
+} from '../../src/protocol/v2-codec.js';
 
 // --- helpers ------------------------------------------------------------------
 

@@ -30,6 +30,9 @@ export interface DecodedInferRequest {
   binaryDataOutput: boolean;
 }
 
+/** Parses the JSON header, `body[0, length)`; may leave numeric data arrays unparsed (NumericSpan). */
+export type HeaderParser = (body: Buffer, length: number) => unknown;
+
 export interface ResponseOutput {
   name: string;
   tensor: ort.Tensor;
@@ -55,6 +58,7 @@ export function decodeInferRequest(
   body: Buffer,
   headerLength: number | undefined,
   modelInputs: readonly TensorSpec[],
+  parse: HeaderParser = parseHeaderLiftingData,
 ): DecodedInferRequest {
   if (headerLength === 0) return decodeRawRequest(body, modelInputs);
   const jsonLength = headerLength ?? body.length;
@@ -63,7 +67,7 @@ export function decodeInferRequest(
       `Inference-Header-Content-Length ${jsonLength} does not fit a body of ${body.length} bytes`,
     );
   }
-  const header = parseHeader(body, jsonLength);
+  const header = parseHeader(parse, body, jsonLength);
   if (header.id !== undefined && typeof header.id !== 'string') {
     throw new InferenceInputError('"id" must be a string');
   }
@@ -109,10 +113,10 @@ export function decodeInferRequest(
   };
 }
 
-function parseHeader(body: Buffer, length: number): Record<string, unknown> {
+function parseHeader(parse: HeaderParser, body: Buffer, length: number): Record<string, unknown> {
   let header: unknown;
   try {
-    header = parseHeaderLiftingData(body, length);
+    header = parse(body, length);
   } catch (error) {
     if (error instanceof InferenceInputError) throw error;
     throw new InferenceInputError(`the request header is not JSON: ${(error as Error).message}`, { cause: error });

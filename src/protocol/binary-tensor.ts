@@ -1,6 +1,6 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
-import { allocateTensorData, bytesPerElement, ortTypeOf, type Datatype } from '../core/datatypes.js';
+import { bytesPerElement, ortTypeOf, tensorDataFromBytes, type Datatype } from '../core/datatypes.js';
 
 /**
  * The binary tensor layout of Triton's binary data extension: little-endian, row-major, no
@@ -15,8 +15,9 @@ export function elementSize(datatype: Datatype): number {
 }
 
 /**
- * Builds a tensor from `body[start, end)`. Numeric data is copied once into a fresh buffer:
- * a slice of the request body may sit at any offset, and typed arrays need aligned ones.
+ * Builds a tensor from `body[start, end)`. Numeric data is a view of the body where it sits at
+ * an offset its typed array can start at (the server reads bodies so that the first binary
+ * input does), and a copy where it does not.
  */
 export function readBinaryTensor(
   name: string,
@@ -36,10 +37,8 @@ export function readBinaryTensor(
       `input "${name}": shape [${dims.join(', ')}] of ${datatype} needs ${count * elementSize(datatype)} bytes, got ${size}`,
     );
   }
-  const type = ortTypeOf(datatype);
-  const data = allocateTensorData(type, count) as Exclude<ort.Tensor.DataType, string[]>;
-  new Uint8Array(data.buffer).set(body.subarray(start, end));
-  return new ort.Tensor(type, data as Float32Array, dims);
+  const type = ortTypeOf(datatype) as Exclude<ort.Tensor.Type, 'string'>;
+  return new ort.Tensor(type, tensorDataFromBytes(type, body.subarray(start, end)) as Float32Array, dims);
 }
 
 /** Reads exactly `count` length-prefixed strings that fill `body[start, end)`. */
