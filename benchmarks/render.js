@@ -111,7 +111,8 @@ export const servedVsInProcess = {
         `  realized speedup ÷ predicted S(${best.batchSize})    ${fixed(served.speedupRatio, 3)}  ` +
           `(${verdict('speedup')}; realized ${fixed(served.realizedSpeedup, 2)}×, predicted ${fixed(served.predictedSpeedup, 2)}×)`,
         `  added p50 latency at c=1, delay 0    ${fixed(served.addedP50Us, 0)} µs  ` +
-          `(${verdict('latency')}; served p50 ${fixed(served.soloP50Ms, 3)} ms, in-process T(1) ${fixed(inProcess.t1, 3)} ms)`,
+          `(${verdict('latency')}; served p50 ${fixed(served.soloP50Ms, 3)} ms − in-process T(1) ${fixed(inProcess.t1, 3)} ms` +
+          (served.roundTripMs === undefined ? ')' : ` − trivial round trip ${fixed(served.roundTripMs, 3)} ms)`),
       );
     }
     return lines.join('\n');

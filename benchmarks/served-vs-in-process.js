@@ -4,10 +4,12 @@
 // and prints the ratios the project aims at (AIMS below), each marked met or MISSED:
 //   served throughput (best sweep point) ÷ in-process limit   binary ≥ 0.95, JSON ≥ 0.6
 //   realized batching speedup ÷ speedup predicted in process   ≥ 0.9
-//   added p50 latency at concurrency 1, delay 0 over the in-process call   ≤ 150 µs
+//   added p50 latency at concurrency 1, delay 0: served p50 − (in-process T(1) + the HTTP
+//   round trip of the same body to a trivial server, trivial-round-trip.js)   ≤ 100 µs
 // Writes benchmarks/results/served-vs-in-process.json (see results.js for --quick, --check, --json).
 // Usage: npm run bench:served [-- --quick] [-- --check]
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +21,7 @@ import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.j
 const AIMS = {
   served: { 'v2-binary': 0.95, 'v2-json': 0.6 },
   speedup: 0.9,
-  addedP50Us: 150,
+  addedP50Us: 100,
 };
 const flags = benchFlags('served-vs-in-process');
 // --quick: B 1 and 8, no delay, concurrency 1 and 8, sub-second points; T(B) up to 8.
@@ -101,6 +103,25 @@ for (const protocol of ['v2-binary', 'v2-json']) {
   );
 }
 
+// The round trip alone, server on CPU 0 and client on CPU 1 as in the sweeps.
+const trivialScript = fileURLToPath(new URL('./trivial-round-trip.js', import.meta.url));
+const onCpu = (cpu, args) =>
+  pinned ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
+const trivialServer = spawn(...onCpu(0, [trivialScript, 'serve']), { stdio: ['ignore', 'pipe', 'inherit'] });
+const [portLine] = await once(trivialServer.stdout, 'data');
+const roundTripP50Ms = {};
+for (const protocol of ['v2-binary', 'v2-json']) {
+  const [command, args] = onCpu(1, [
+    trivialScript,
+    'measure',
+    String(portLine).trim(),
+    protocol,
+    flags.quick ? '1000' : '4000',
+  ]);
+  roundTripP50Ms[protocol] = JSON.parse(execFileSync(command, args, { encoding: 'utf8' })).p50Ms;
+}
+trivialServer.kill();
+
 const fit = (await report('in-process.json')).inProcess;
 const predicted = (b) => (b * (fit.c + fit.m)) / (fit.c + b * fit.m);
 const inProcess = {
@@ -124,7 +145,8 @@ for (const protocol of ['v2-binary', 'v2-json']) {
   );
   const servedRatio = best.itemsPerSecond / inProcess.limit;
   const speedupRatio = realizedSpeedup / predicted(batchSize);
-  const addedP50Us = (solo.latency.p50 - inProcess.t1) * 1000;
+  const roundTripMs = roundTripP50Ms[protocol];
+  const addedP50Us = (solo.latency.p50 - inProcess.t1 - roundTripMs) * 1000;
   protocols.push({
     protocol,
     best: {
@@ -138,6 +160,7 @@ for (const protocol of ['v2-binary', 'v2-json']) {
     predictedSpeedup: predicted(batchSize),
     speedupRatio,
     soloP50Ms: solo.latency.p50,
+    roundTripMs,
     addedP50Us,
     verdicts: [
       { key: 'served', aim: `≥ ${AIMS.served[protocol]}`, met: servedRatio >= AIMS.served[protocol] },

@@ -54,10 +54,13 @@ export function parseHeaderLiftingData(body: Buffer, length: number): unknown {
   });
   skeleton += body.toString('utf8', at, length);
   const header = JSON.parse(skeleton) as unknown;
-  const spanOf = (value: unknown): NumericSpan | undefined =>
-    typeof value === 'string' && value.startsWith(PLACEHOLDER)
-      ? spans[Number(value.slice(PLACEHOLDER.length))]
-      : undefined;
+  const reached = new Array<boolean>(spans.length).fill(false);
+  const spanOf = (value: unknown): NumericSpan | undefined => {
+    if (typeof value !== 'string' || !value.startsWith(PLACEHOLDER)) return undefined;
+    const index = Number(value.slice(PLACEHOLDER.length));
+    reached[index] = true;
+    return spans[index];
+  };
   const inputs = (header as { inputs?: unknown } | null)?.inputs;
   if (Array.isArray(inputs)) {
     for (const input of inputs) {
@@ -66,6 +69,10 @@ export function parseHeaderLiftingData(body: Buffer, length: number): unknown {
     }
   }
   restoreOtherSpans(header, spanOf);
+  // A span under a duplicate key JSON.parse dropped is read nowhere: it must still be JSON.
+  spans.forEach((span, index) => {
+    if (!reached[index]) span.toArray();
+  });
   return header;
 }
 
@@ -219,7 +226,8 @@ export function fillFloat32FromSpan(span: NumericSpan, out: Float32Array): numbe
       if (!(byte >= 0x30 && byte <= 0x39)) throw badNumber(span, begin);
       let exponent = 0;
       do {
-        if (exponent < 100_000) exponent = exponent * 10 + (byte - 0x30);
+        // Saturates only far past the digits a body can hold, so the value stays 0 or Infinity.
+        if (exponent < 1e15) exponent = exponent * 10 + (byte - 0x30);
         byte = bytes[++at] as number;
       } while (byte >= 0x30 && byte <= 0x39);
       scale += exponentNegative ? -exponent : exponent;

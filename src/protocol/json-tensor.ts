@@ -12,8 +12,8 @@ import { fillFloat32FromSpan, NumericSpan } from './json-data-lift.js';
  * - Non-finite floats are the strings "NaN", "Infinity" and "-Infinity", both ways. -0 is
  *   written as 0, as JSON.stringify does; binary outputs keep every bit.
  * - BOOL is true/false; input also takes 0/1. FP16 travels as ordinary numbers.
- * Input data may be flat or nested as deep as the shape's rank; it is read in row-major order
- * and only the element count is checked against the shape.
+ * Input data may be flat or nested as deep as the shape's rank (at most 64 levels); it is read
+ * in row-major order and only the element count is checked against the shape.
  */
 
 export interface JsonInput {
@@ -201,12 +201,19 @@ function countElements(data: unknown[], input: JsonInput, depth = 1): number {
   return count;
 }
 
+/** Nesting refused whatever the shape's rank; flat data of any rank is read. */
+const MAX_NESTING = 64;
+
 /**
  * The depth of an array met inside one at `depth`. Data may be flat or nested up to the
- * tensor's rank and no deeper, so the walk's recursion is bounded by the shape, never by the
- * request: 50,000 nested brackets are a 400, not a stack overflow.
+ * tensor's rank and no deeper (nor past MAX_NESTING), so the walk's recursion is bounded, never
+ * by the request: 50,000 nested brackets are a 400, not a stack overflow.
  */
 function deeper(input: JsonInput, depth: number): number {
+  // The rank is the client's to choose too: 20,000 ones in the shape overflowed the stack.
+  if (depth >= MAX_NESTING) {
+    throw new InferenceInputError(`input "${input.name}": data is nested deeper than ${MAX_NESTING} levels`);
+  }
   if (depth >= Math.max(1, input.dims.length)) {
     throw new InferenceInputError(
       `input "${input.name}": data is nested deeper than its shape [${input.dims.join(', ')}] allows`,

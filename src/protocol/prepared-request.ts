@@ -1,6 +1,6 @@
 import { InferenceInputError, UsageError } from '../core/errors.js';
 import { batchPlacement, checkRequestTensors, type TensorMap, type TensorSpec } from '../core/tensors.js';
-import { decodeInferRequest, type HeaderParser, type RequestedOutput } from './v2-codec.js';
+import { decodeInferRequest, type DecodedInferRequest, type HeaderParser, type RequestedOutput } from './v2-codec.js';
 
 /** What the protocol layer needs of a model version to check a request against it. */
 export interface ModelSignature {
@@ -59,7 +59,14 @@ export function prepareV2Request(
   if (headerLength === undefined && framing.binaryBody) {
     throw new InferenceInputError('a binary body needs the Inference-Header-Content-Length header');
   }
-  const decoded = decodeInferRequest(body, headerLength, signature.inputs, parseHeader);
+  return prepareDecoded(decodeInferRequest(body, headerLength, signature.inputs, parseHeader), signature);
+}
+
+/**
+ * A decoded request (from any front end: a v2 body here, a gRPC message later) → the checked
+ * PreparedRequest for `signature`.
+ */
+export function prepareDecoded(decoded: DecodedInferRequest, signature: ModelSignature): PreparedRequest {
   checkRequestTensors(decoded.inputs, signature.inputs);
   const outputs =
     decoded.outputs ?? signature.outputs.map((spec) => ({ name: spec.name, binary: decoded.binaryDataOutput }));

@@ -96,6 +96,12 @@ export function decodeInferRequest(
         `input "${input.name}": binary_data_size ${input.binarySize} runs past the end of the body (${body.length - offset} bytes left)`,
       );
     }
+    // Each BYTES element takes 4 bytes or more; a shape of 2^32 made its array throw a RangeError.
+    if (input.datatype === 'BYTES' && input.count > input.binarySize) {
+      throw new InferenceInputError(
+        `input "${input.name}": shape [${input.dims.join(', ')}] of BYTES needs at least ${4 * input.count} bytes, got ${input.binarySize}`,
+      );
+    }
     inputs[input.name] = readBinaryTensor(input.name, input.datatype, input.dims, input.count, body, offset, end);
     offset = end;
   });
