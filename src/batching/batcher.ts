@@ -50,6 +50,8 @@ export interface SubmitResult {
 export interface BatcherObserver {
   batchExecuted?(rows: number, timings: BatchTimings, instanceId: string): void;
   queueChanged?(queuedRows: number): void;
+  /** Rows queued plus rows in a running batch: the autoscaling signal. */
+  pendingChanged?(pendingRows: number): void;
   busyChanged?(busy: number, total: number): void;
 }
 
@@ -101,6 +103,7 @@ export class Batcher {
   /** Rows held for admitted requests still reading their bodies: one each, until they are queued. */
   #reservedRows = 0;
   #running = 0;
+  #runningRows = 0;
   #wakeTimer: unknown;
   #wakeAt = Infinity;
   #drainWaiters: (() => void)[] = [];
@@ -202,7 +205,7 @@ export class Batcher {
       group.levels[level - 1]?.push(pending);
       group.rows += options.rows;
       this.#queuedRows += options.rows;
-      this.#observer.queueChanged?.(this.#queuedRows);
+      this.#queueMoved();
       this.#schedule();
     });
   }
@@ -252,7 +255,7 @@ export class Batcher {
     this.#settle(pending);
     this.#queuedRows -= pending.rows;
     pending.group.rows -= pending.rows;
-    this.#observer.queueChanged?.(this.#queuedRows);
+    this.#queueMoved();
     pending.reject(reason);
     this.#notifyIfDrained();
     this.#schedule();
@@ -326,7 +329,9 @@ export class Batcher {
     }
     group.rows -= rows;
     this.#queuedRows -= rows;
-    this.#observer.queueChanged?.(this.#queuedRows);
+    // Dispatched at once: the rows move from the queue into a running batch.
+    this.#runningRows += rows;
+    this.#queueMoved();
     return batch;
   }
 
@@ -340,6 +345,8 @@ export class Batcher {
     this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
     void this.#execute(runner, batch, dispatchedAt).finally(() => {
       this.#running -= 1;
+      for (const pending of batch) this.#runningRows -= pending.rows;
+      this.#observer.pendingChanged?.(this.#queuedRows + this.#runningRows);
       if (this.#runners.includes(runner)) this.#idle.push(runner);
       this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
       this.#notifyIfDrained();
@@ -386,6 +393,11 @@ export class Batcher {
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
     pending.resolve({ ...result, queueNs: Math.round((dispatchedAt - pending.enqueuedAt) * 1e6) });
+  }
+
+  #queueMoved(): void {
+    this.#observer.queueChanged?.(this.#queuedRows);
+    this.#observer.pendingChanged?.(this.#queuedRows + this.#runningRows);
   }
 
   #armWakeTimer(at: number): void {

@@ -21,6 +21,7 @@ interface ModelSeries {
   readonly batchCompute: Histogram.Internal<string>;
   readonly batchSize: Histogram.Internal<string>;
   readonly queueRows: Gauge.Internal<string>;
+  readonly pendingRows: Gauge.Internal<string>;
   readonly instancesBusy: Gauge.Internal<string>;
   readonly instances: Gauge.Internal<string>;
   /** The device of the load gauge series, so unloading can remove exactly that one. */
@@ -76,6 +77,12 @@ export class ServerMetrics {
   readonly #queueRows = new Gauge({
     name: 'batchserve_queue_rows',
     help: 'Rows waiting in the batching queue, in rows.',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
+  readonly #pendingRows = new Gauge({
+    name: 'batchserve_pending_rows',
+    help: 'Rows queued plus rows in a running forward pass (the autoscaling signal: sum across pods), in rows.',
     labelNames: ['model', 'version'],
     registers: [this.registry],
   });
@@ -169,6 +176,10 @@ export class ServerMetrics {
     this.#seriesOf(model, version).queueRows.set(rows);
   }
 
+  setPendingRows(model: string, version: string, rows: number): void {
+    this.#seriesOf(model, version).pendingRows.set(rows);
+  }
+
   setBusyInstances(model: string, version: string, busy: number, total: number): void {
     const series = this.#seriesOf(model, version);
     series.instancesBusy.set(busy);
@@ -194,6 +205,7 @@ export class ServerMetrics {
     const series = versions?.get(version);
     if (versions === undefined || series === undefined) return;
     this.#queueRows.remove(model, version);
+    this.#pendingRows.remove(model, version);
     this.#instancesBusy.remove(model, version);
     this.#instances.remove(model, version);
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
@@ -247,6 +259,7 @@ export class ServerMetrics {
         batchCompute: this.#batchCompute.labels(model, version),
         batchSize: this.#batchSize.labels(model, version),
         queueRows: this.#queueRows.labels(model, version),
+        pendingRows: this.#pendingRows.labels(model, version),
         instancesBusy: this.#instancesBusy.labels(model, version),
         instances: this.#instances.labels(model, version),
         loadDevice: undefined,

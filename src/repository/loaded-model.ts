@@ -82,6 +82,7 @@ export class LoadedModel {
         metrics.batchExecuted(this.name, this.version, rows, seconds);
       },
       queueChanged: (rows) => metrics.setQueueDepth(this.name, this.version, rows),
+      pendingChanged: (rows) => metrics.setPendingRows(this.name, this.version, rows),
       busyChanged: (busy, total) => metrics.setBusyInstances(this.name, this.version, busy, total),
     });
     metrics.setBusyInstances(this.name, this.version, 0, this.#instanceList.length);

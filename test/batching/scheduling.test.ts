@@ -7,6 +7,7 @@ test('busyInstances and the observer follow each batch from queue to instance to
   const events: unknown[][] = [];
   const observer = {
     queueChanged: (rows: number) => events.push(['queue', rows]),
+    pendingChanged: (rows: number) => events.push(['pending', rows]),
     busyChanged: (busy: number, total: number) => events.push(['busy', busy, total]),
     batchExecuted: (rows: number, timings: BatchTimings, id: string) => events.push(['batch', rows, timings, id]),
   };
@@ -19,12 +20,17 @@ test('busyInstances and the observer follow each batch from queue to instance to
   assert.deepEqual(await Promise.all(results.map(outcome)), [2, 4]);
   await settle();
   assert.equal(batcher.busyInstances, 0);
+  // Pending rows (queued + running) stay 2 while the batch moves from the queue to the instance.
   assert.deepEqual(events, [
     ['queue', 1],
+    ['pending', 1],
     ['queue', 2],
+    ['pending', 2],
     ['queue', 0],
+    ['pending', 2],
     ['busy', 1, 2],
     ['batch', 2, TIMINGS, 'i0'],
+    ['pending', 0],
     ['busy', 0, 2],
   ]);
 });

@@ -39,6 +39,7 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_batch_compute_duration_seconds: 'histogram',
     batchserve_batch_size: 'histogram',
     batchserve_queue_rows: 'gauge',
+    batchserve_pending_rows: 'gauge',
     batchserve_instances_busy: 'gauge',
     batchserve_instances: 'gauge',
     batchserve_model_load_seconds: 'gauge',

@@ -33,6 +33,7 @@ test('metrics parse as Prometheus text, with latency histograms per model', asyn
   );
   await waitUntil(() => server.repository.get('affine').queuedRows === 3, 'both are queued');
   assert.equal(await gauge('batchserve_queue_rows'), 3, 'rows, not requests');
+  assert.equal(await gauge('batchserve_pending_rows'), 4, 'the 3 queued rows and the 1 running');
   assert.equal(await gauge('batchserve_instances_busy'), 1);
   assert.equal(await gauge('batchserve_instances'), 1);
   gate.openAll();
@@ -64,6 +65,7 @@ test('metrics parse as Prometheus text, with latency histograms per model', asyn
   assert.equal(requests.find((s) => s.labels.status === '200')?.value, 3);
   assert.equal(requests.find((s) => s.labels.status === '400')?.value, 1);
   assert.equal(samplesOf(families, 'batchserve_queue_rows', affineSeries)[0]?.value, 0, 'the queue emptied');
+  assert.equal(samplesOf(families, 'batchserve_pending_rows', affineSeries)[0]?.value, 0, 'nothing running');
   assert.equal(samplesOf(families, 'batchserve_instances_busy', affineSeries)[0]?.value, 0);
   assert.equal(samplesOf(families, 'batchserve_instances', affineSeries)[0]?.value, 1);
   const [load] = samplesOf(families, 'batchserve_model_load_seconds', affineSeries);
