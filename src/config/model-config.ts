@@ -155,7 +155,8 @@ export const modelConfigSchema = {
     warmup: {
       kind: 'boolean',
       default: true,
-      description: 'Run a forward pass at each preferred batch size (and 1) before reporting ready.',
+      description:
+        'Run the whole handler pipeline (preprocess, forward pass, postprocess) on zeros at batch size 1 and each preferred size before reporting ready; a failure fails the load. Turn off for a handler that cannot take v2 tensors.',
     },
     labels_file: {
       kind: 'string',

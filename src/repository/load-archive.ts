@@ -61,6 +61,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
         modelName: name,
         modelVersion: version,
         modelPath,
+        modelSource: `${archivePath}!${manifest.model.serializedFile}`,
         handler,
         config: storedConfig,
         configSource,

@@ -2,16 +2,19 @@ import type ort from 'onnxruntime-node';
 import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
 import { reconcileWithModel } from './reconcile.js';
 import { loadHandler } from '../handlers/load.js';
-import { createHandlerContext } from '../handlers/pipeline.js';
+import { createHandlerContext, runBatch } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
 import { createDeviceSession, readSignature } from './session.js';
 import { syntheticFeeds } from '../core/tensors.js';
+import { ModelLoadError } from '../core/errors.js';
 
 /** Everything one instance needs, as plain data so it can cross into a worker thread. */
 export interface InstanceSpec {
   readonly modelName: string;
   readonly modelVersion: string;
   readonly modelPath: string;
+  /** Names the model file in errors: `archive!model.onnx`. */
+  readonly modelSource: string;
   /** A built-in handler name or an absolute handler file path. */
   readonly handler: string;
   readonly config: ModelConfig;
@@ -39,10 +42,10 @@ export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> 
   const { session, device, note } = await createDeviceSession(
     spec.modelPath,
     { runtime: spec.config.runtime, device: spec.device },
-    spec.configSource,
+    spec.modelSource,
   );
   try {
-    const config = reconcileWithModel(spec.config, readSignature(session, spec.modelPath), spec.configSource);
+    const config = reconcileWithModel(spec.config, readSignature(session, spec.modelSource), spec.configSource);
     const handler = await loadHandler(spec.handler);
     const context = createHandlerContext({
       modelName: spec.modelName,
@@ -52,7 +55,7 @@ export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> 
       ...(spec.labels ? { labels: spec.labels } : {}),
     });
     await handler.initialize?.(context);
-    if (config.warmup) await warmUp(session, config);
+    if (config.warmup) await warmUp(handler, context, config);
     return { session, device, ...(note ? { deviceNote: note } : {}), handler, context, config };
   } catch (error) {
     await session.release();
@@ -61,13 +64,23 @@ export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> 
 }
 
 /**
- * A forward pass at batch size 1 and every preferred size, on zeros, so the first real
- * requests don't pay for lazy initialization (much larger on GPUs).
+ * The whole pipeline (preprocess → forward pass → postprocess) at batch size 1 and every
+ * preferred size, on zeros, before the instance reports ready: the first real requests don't
+ * pay for lazy initialization (much larger on GPUs), and a handler that throws fails the load
+ * instead of loading as ready, which is what Kubernetes routes on.
  */
-async function warmUp(session: ort.InferenceSession, config: CompleteModelConfig): Promise<void> {
+async function warmUp(handler: Handler, context: HandlerContext, config: CompleteModelConfig): Promise<void> {
   const sizes = config.max_batch_size > 0 ? [...new Set([1, ...config.dynamic_batching.preferred_batch_sizes])] : [0];
   for (const size of sizes) {
-    const feeds = syntheticFeeds(config.inputs, size > 0 ? size : undefined);
-    await session.run(feeds);
+    const inputs = syntheticFeeds(config.inputs, size > 0 ? size : undefined);
+    try {
+      await runBatch(handler, [{ inputs, rows: Math.max(size, 1) }], context);
+    } catch (error) {
+      const why = error instanceof Error ? error.message : String(error);
+      throw new ModelLoadError(
+        `warm-up failed at batch size ${Math.max(size, 1)}: ${why} (a handler that cannot take v2 tensors can set warmup: false)`,
+        { cause: error },
+      );
+    }
   }
 }

@@ -83,6 +83,8 @@ test('auto picks the CPU here and says why; an explicit GPU device fails alone, 
   );
   assert.match(server.startupFailures[0]?.message ?? '', /on cuda:0: .*ONNXRUNTIME_NODE_INSTALL=cuda12 npm ci/);
   assert.match(server.startupFailures[1]?.message ?? '', /on webgpu: .*Vulkan loader/);
+  // It is the model file that failed to load, and the message names it, not the config.
+  assert.match(server.startupFailures[1]?.message ?? '', /cannot load \S+web\.mar!web\.onnx on webgpu/);
   assert.match(server.startupFailures[2]?.message ?? '', /on tensorrt:0: .*TensorRT libraries/);
   // The model's TensorRT options were in place, where the provider reads them, before its session opened.
   assert.equal(process.env.ORT_TENSORRT_FP16_ENABLE, '1');

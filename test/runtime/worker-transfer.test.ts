@@ -23,6 +23,7 @@ test('a movable request alone in its batch moves its buffers into the worker; sh
     modelName: 'affine',
     modelVersion: '1',
     modelPath: await writeModel(dir, 'model.onnx', affineModel()),
+    modelSource: 'model.onnx',
     handler: 'tensor',
     config: validateModelConfig({ max_batch_size: 8 }, 'test'),
     configSource: 'test',
