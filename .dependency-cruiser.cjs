@@ -12,9 +12,10 @@ const FLOORS = [
   ['archive'],
   ['metrics'],
   ['repository'],
-  ['traffic'],
+  ['traffic', 'predict'],
   ['server'],
-  ['bench'],
+  // Manifests for Kubernetes and KServe: plain objects built from core and config only.
+  ['bench', 'deploy'],
   ['cli'],
 ];
 
@@ -39,6 +40,13 @@ module.exports = {
       from: { path: `^src/${folder}/` },
       to: { path: `^src/(${[...above(floor), ...sameFloorOthers(folder)].join('|')})/` },
     })),
+    {
+      name: 'deploy-imports-core-and-config-only',
+      severity: 'error',
+      comment: 'Manifests describe the server from outside, by its flags and routes; they never load its code.',
+      from: { path: '^src/deploy/' },
+      to: { path: '^src/', pathNot: '^src/(core|config|deploy)/' },
+    },
     {
       name: 'root-files-are-ground-floor',
       severity: 'error',

@@ -6,6 +6,8 @@ import { registerServe } from './serve-command.js';
 import { registerBench } from './bench-command.js';
 import { registerCanary } from './canary-command.js';
 import { registerTraffic } from './traffic-command.js';
+import { registerPredict } from './predict-command.js';
+import { registerDeploy } from './deploy-command.js';
 
 /** Exit code for bugs: an error no command expected. */
 const EXIT_INTERNAL = 70;
@@ -27,6 +29,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   registerBench(program);
   registerTraffic(program);
   registerCanary(program);
+  registerPredict(program);
+  registerDeploy(program);
   program
     .command('doctor')
     .description('report what this machine can run: versions, execution providers (each tried), GPUs, Vulkan')

@@ -1,14 +1,17 @@
 import { UsageError } from '../core/errors.js';
 import { readConfigFile } from '../config/load.js';
+import { isSingleArchiveStore } from '../repository/store-catalog.js';
 import { validateServerConfig, type ServerConfig } from '../server/server-config.js';
 import { startServer } from '../server/server.js';
-import { renderStartupBlock } from '../server/startup-block.js';
+import { renderStartupBlock, renderStartupLine } from '../server/startup-block.js';
 import { durationOption, integerOption } from './options.js';
 
 export interface ServeCommandOptions {
   config?: string;
   models?: string[];
   modelStore?: string;
+  modelName?: string;
+  workDir?: string;
   host?: string;
   port?: string;
   managementPort?: string;
@@ -22,23 +25,41 @@ export interface ServeCommandOptions {
   maxHeaderSize?: string;
   drainTimeout?: string;
   logLevel?: string;
+  startupFormat?: string;
   auth: boolean;
   keyFile?: string;
+  stateFile?: string;
   modelControl?: string;
 }
 
+/**
+ * Where a flag's value came from, for messages: the flag itself (`--port`), or the variable
+ * commander read it from (`BATCHSERVE_PORT`).
+ */
+export type OptionOrigin = (key: keyof ServeCommandOptions) => { readonly name: string; readonly fromEnv: boolean };
+
+const fromFlags: OptionOrigin = (key) => ({
+  name: `--${key.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`,
+  fromEnv: false,
+});
+
 /** Runs until SIGTERM/SIGINT, then drains; resolves with the exit code. */
-export async function runServe(options: ServeCommandOptions): Promise<number> {
-  const config = await resolveConfig(options);
+export async function runServe(options: ServeCommandOptions, origin: OptionOrigin = fromFlags): Promise<number> {
+  const config = await resolveConfig(options, origin);
   if (config.models.length === 0) {
-    throw new UsageError('nothing to serve: pass --models name=path.mar (or --model-store DIR --models all)');
+    throw new UsageError(
+      'nothing to serve: pass --models name=path.mar, or --model-store DIR --models all (a model store that is one archive needs no --models)',
+    );
   }
   const server = await startServer({ config });
-  process.stdout.write(renderStartupBlock(server, config));
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+  // Listening before the block is printed: whoever reads it may signal at once.
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
   });
+  const json = config.startup_format === 'json' || (config.startup_format === 'auto' && !process.stdout.isTTY);
+  process.stdout.write(json ? renderStartupLine(server, config) : renderStartupBlock(server, config));
+  const signal = await stopped;
   const timeoutMs = config.drain_timeout / 1000;
   server.logger.info({ signal, timeoutMs }, 'draining: readiness is false, answering admitted requests');
   const drained = await server.drain(timeoutMs);
@@ -51,37 +72,65 @@ export async function runServe(options: ServeCommandOptions): Promise<number> {
   process.exit(1);
 }
 
-async function resolveConfig(options: ServeCommandOptions): Promise<ServerConfig> {
+/** Flags (and the variables commander read for them) over server.yaml over the defaults. */
+async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin): Promise<ServerConfig> {
+  const name = (key: keyof ServeCommandOptions): string => origin(key).name;
+  for (const key of Object.keys(options) as (keyof ServeCommandOptions)[]) {
+    const { name: variable, fromEnv } = origin(key);
+    if (fromEnv && process.env[variable]?.trim() === '') {
+      throw new UsageError(`${variable} is set but empty: give it a value or unset it`);
+    }
+  }
   const fromFile = (options.config ? await readConfigFile(options.config) : {}) as Record<string, unknown>;
   const flags: Record<string, unknown> = {};
+  const integer = (key: keyof ServeCommandOptions, value: string): number => integerOption(value, name(key));
+  const duration = (key: keyof ServeCommandOptions, value: string): number => durationOption(value, name(key));
   if (options.models) flags.models = options.models;
   if (options.modelStore) flags.model_store = options.modelStore;
+  if (options.modelName) flags.model_name = options.modelName;
+  if (options.workDir) flags.work_dir = options.workDir;
   if (options.host) flags.host = options.host;
-  if (options.port !== undefined) flags.port = integerOption(options.port, '--port');
-  if (options.managementPort !== undefined)
-    flags.management_port = integerOption(options.managementPort, '--management-port');
-  if (options.metricsPort !== undefined) flags.metrics_port = integerOption(options.metricsPort, '--metrics-port');
+  if (options.port !== undefined) flags.port = integer('port', options.port);
+  if (options.managementPort !== undefined) flags.management_port = integer('managementPort', options.managementPort);
+  if (options.metricsPort !== undefined) flags.metrics_port = integer('metricsPort', options.metricsPort);
   if (options.device) flags.device = options.device;
-  if (options.maxRequestSize !== undefined)
-    flags.max_request_size = integerOption(options.maxRequestSize, '--max-request-size');
-  if (options.headersTimeout !== undefined)
-    flags.headers_timeout = durationOption(options.headersTimeout, '--headers-timeout');
-  if (options.requestTimeout !== undefined)
-    flags.request_timeout = durationOption(options.requestTimeout, '--request-timeout');
+  if (options.maxRequestSize !== undefined) flags.max_request_size = integer('maxRequestSize', options.maxRequestSize);
+  if (options.headersTimeout !== undefined) flags.headers_timeout = duration('headersTimeout', options.headersTimeout);
+  if (options.requestTimeout !== undefined) flags.request_timeout = duration('requestTimeout', options.requestTimeout);
   if (options.keepAliveTimeout !== undefined)
-    flags.keep_alive_timeout = durationOption(options.keepAliveTimeout, '--keep-alive-timeout');
-  if (options.maxConnections !== undefined)
-    flags.max_connections = integerOption(options.maxConnections, '--max-connections');
-  if (options.maxHeaderSize !== undefined)
-    flags.max_header_size = integerOption(options.maxHeaderSize, '--max-header-size');
-  if (options.drainTimeout !== undefined) flags.drain_timeout = durationOption(options.drainTimeout, '--drain-timeout');
+    flags.keep_alive_timeout = duration('keepAliveTimeout', options.keepAliveTimeout);
+  if (options.maxConnections !== undefined) flags.max_connections = integer('maxConnections', options.maxConnections);
+  if (options.maxHeaderSize !== undefined) flags.max_header_size = integer('maxHeaderSize', options.maxHeaderSize);
+  if (options.drainTimeout !== undefined) flags.drain_timeout = duration('drainTimeout', options.drainTimeout);
   if (options.logLevel) flags.log_level = options.logLevel;
+  if (options.startupFormat) flags.startup_format = options.startupFormat;
+  if (options.stateFile) flags.state_file = options.stateFile;
   if (options.modelControl) flags.model_control = options.modelControl;
   const fileAuth = (fromFile.auth ?? {}) as Record<string, unknown>;
+  const authEnabled = options.auth ? authFromEnv() : false;
   const auth = {
     ...fileAuth,
-    ...(options.auth ? {} : { enabled: false }),
+    ...(authEnabled === undefined ? {} : { enabled: authEnabled }),
     ...(options.keyFile ? { key_file: options.keyFile } : {}),
   };
-  return validateServerConfig({ ...fromFile, ...flags, auth }, options.config ?? 'command line');
+  const raw: Record<string, unknown> = { ...fromFile, ...flags, auth };
+  // A storageUri naming one archive: that archive is what there is to serve.
+  const models = raw.models;
+  if (
+    (models === undefined || (Array.isArray(models) && models.length === 0)) &&
+    typeof raw.model_store === 'string' &&
+    (await isSingleArchiveStore(raw.model_store))
+  ) {
+    raw.models = ['all'];
+  }
+  return validateServerConfig(raw, options.config ?? 'command line');
+}
+
+/** `BATCHSERVE_AUTH=false` is `--no-auth`; `true` (or unset) leaves it to the file and the default. */
+function authFromEnv(): boolean | undefined {
+  const value = process.env.BATCHSERVE_AUTH;
+  if (value === undefined) return undefined;
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new UsageError(`BATCHSERVE_AUTH: expected true or false, got "${value}"`);
 }

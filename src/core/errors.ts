@@ -263,6 +263,23 @@ export class ForbiddenError extends BatchserveError {
   declare readonly code: typeof ForbiddenError.code;
 }
 
+/** Something was to be written into the model store (a download), which is read-only or one archive. */
+export class ModelStoreReadOnlyError extends BatchserveError {
+  static override readonly code = 'BS_ERR_MODEL_STORE_READ_ONLY';
+  static override readonly httpStatus = 403;
+  declare readonly code: typeof ModelStoreReadOnlyError.code;
+}
+
+/**
+ * A port `serve` must listen on is taken. Checked before any model loads; the exit code is
+ * sysexits' EX_UNAVAILABLE, beside 70 (EX_SOFTWARE) for bugs. Never an HTTP answer.
+ */
+export class PortInUseError extends BatchserveError {
+  static override readonly code = 'BS_ERR_PORT_IN_USE';
+  static override readonly exitCode = 69;
+  declare readonly code: typeof PortInUseError.code;
+}
+
 // --- management clients ----------------------------------------------------
 
 /** A CLI command's call to the management API failed: unreachable, or answered with an error. */
@@ -279,6 +296,38 @@ export class BenchGateError extends BatchserveError {
   static override readonly code = 'BS_ERR_BENCH_GATE';
   static override readonly httpStatus = 400;
   declare readonly code: typeof BenchGateError.code;
+}
+
+// --- predict (batch inference) ----------------------------------------------
+
+/** `predict`'s dataset cannot be read as its format, or the model cannot take it (dtype, shape, columns). */
+export class DatasetError extends BatchserveError {
+  static override readonly code = 'BS_ERR_DATASET';
+  static override readonly httpStatus = 400;
+  static override readonly exitCode = 2;
+  declare readonly code: typeof DatasetError.code;
+}
+
+/** A `predict` checkpoint is unreadable, belongs to another input or options, or a partial run is in the way. */
+export class CheckpointError extends BatchserveError {
+  static override readonly code = 'BS_ERR_CHECKPOINT';
+  static override readonly httpStatus = 400;
+  static override readonly exitCode = 2;
+  declare readonly code: typeof CheckpointError.code;
+}
+
+/** `predict merge` was given shards that are unfinished, missing, overlapping or of different jobs. */
+export class ShardMergeError extends BatchserveError {
+  static override readonly code = 'BS_ERR_SHARD_MERGE';
+  static override readonly httpStatus = 400;
+  static override readonly exitCode = 2;
+  declare readonly code: typeof ShardMergeError.code;
+}
+
+/** `predict` finished, but some rows failed; they are listed in the errors file. */
+export class PredictRowsFailedError extends BatchserveError {
+  static override readonly code = 'BS_ERR_PREDICT_ROWS_FAILED';
+  declare readonly code: typeof PredictRowsFailedError.code;
 }
 
 /** Every error class, for docs/errors.md and the test that keeps it in sync. */
@@ -318,6 +367,12 @@ export const errorClasses = [
   UnsupportedMediaTypeError,
   UnauthorizedError,
   ForbiddenError,
+  ModelStoreReadOnlyError,
+  PortInUseError,
   ManagementCallError,
   BenchGateError,
+  DatasetError,
+  CheckpointError,
+  ShardMergeError,
+  PredictRowsFailedError,
 ] as const;

@@ -24,6 +24,8 @@ export interface LoadOptions {
   readonly device?: string;
   /** Overrides the archive's version (e.g. `name=path.mar` registered as a given version). */
   readonly version?: string;
+  /** Overrides the archive's model name (`serve --model-name`). */
+  readonly name?: string;
 }
 
 /**
@@ -48,7 +50,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     const devices = storedConfig.instances.flatMap((group) =>
       Array.from({ length: group.count }, () => options.device ?? group.device),
     );
-    const name = manifest.model.modelName;
+    const name = options.name ?? manifest.model.modelName;
     const version = options.version ?? manifest.model.modelVersion;
     const handler = isBuiltinHandler(manifest.model.handler)
       ? manifest.model.handler

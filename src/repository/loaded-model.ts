@@ -86,6 +86,9 @@ export class LoadedModel {
       busyChanged: (busy, total) => metrics.setBusyInstances(this.name, this.version, busy, total),
     });
     metrics.setBusyInstances(this.name, this.version, 0, this.#instanceList.length);
+    // From the start, so an autoscaler's query on a fresh pod reads 0, not an empty series.
+    metrics.setPendingRows(this.name, this.version, 0);
+    metrics.setQueueDepth(this.name, this.version, 0);
     for (const instance of this.#instanceList) this.#watch(instance);
     metrics.modelLoaded(this.name, this.version, parts.loadSeconds, this.devices().join(','));
   }

@@ -12,8 +12,13 @@ export interface RepositoryOptions {
   readonly workRoot: string;
   readonly metrics: ServerMetrics;
   readonly logger?: Logger;
-  /** Folder of archives that `--models all`, the repository index and register-by-name use. */
+  /**
+   * Folder of archives (or one archive) that `--models all`, the repository index and
+   * register-by-name read. Never written, but by a register-by-URL download into a writable folder.
+   */
   readonly modelStore?: string;
+  /** `serve --model-name`: the store's archives are offered, and loaded, under this name. */
+  readonly storeModelName?: string;
   /** Overrides every model's device. */
   readonly device?: string;
   /** Per model name; its `version_policy` decides which versions may be loaded. */
@@ -30,7 +35,10 @@ export interface RepositoryIndexEntry {
 /** The loaded models by name and version, and which version answers when none is named. */
 export class ModelRepository {
   readonly #models = new Map<string, Map<string, LoadedModel>>();
+  /** Run-time choices (set-default, a canary's verdict, saved state): what the state file keeps. */
   readonly #defaults = new Map<string, string>();
+  /** server.yaml's `default_version`s: they hold whenever that version is loaded, whatever unloads. */
+  readonly #configuredDefaults = new Map<string, string>();
   readonly #loading = new Set<string>();
   readonly #failures = new Map<string, string>();
   readonly #options: RepositoryOptions;
@@ -52,17 +60,18 @@ export class ModelRepository {
    * the policy refuses or one already loaded costs no extraction. Under `latest: N`, versions
    * that fall out of the N highest are drained and unloaded before this resolves.
    * `keepDefault` (loads while serving): the model's current default stays the default, so a
-   * new version takes traffic only when told to, never by merely being loaded.
+   * new version takes traffic only when told to, never by merely being loaded. `name` serves
+   * the archive under another model name (`serve --model-name`).
    */
   async load(
     archivePath: string,
-    overrides: { version?: string; device?: string; keepDefault?: boolean } = {},
+    overrides: { version?: string; name?: string; device?: string; keepDefault?: boolean } = {},
   ): Promise<LoadedModel> {
     const key = resolve(archivePath);
     this.#loading.add(key);
     try {
       const identity = await readArchiveIdentity(archivePath);
-      this.#admit(identity.name, overrides.version ?? identity.version);
+      this.#admit(overrides.name ?? identity.name, overrides.version ?? identity.version);
       const device = overrides.device ?? this.#options.device;
       const model = await loadModelArchive(archivePath, {
         workRoot: this.#options.workRoot,
@@ -70,6 +79,7 @@ export class ModelRepository {
         ...(this.#options.logger ? { logger: this.#options.logger } : {}),
         ...(device ? { device } : {}),
         ...(overrides.version ? { version: overrides.version } : {}),
+        ...(overrides.name ? { name: overrides.name } : {}),
       });
       const versions = this.#models.get(model.name) ?? new Map<string, LoadedModel>();
       if (versions.has(model.version)) {
@@ -77,7 +87,10 @@ export class ModelRepository {
         throw new ModelConflictError(`model ${model.name} version ${model.version} is already loaded`);
       }
       const current = this.defaultVersion(model.name);
-      if (overrides.keepDefault && current !== undefined) this.#defaults.set(model.name, current);
+      // The configured default holds on its own; any other default is pinned as a run-time choice.
+      if (overrides.keepDefault && current !== undefined && current !== this.#configuredDefaults.get(model.name)) {
+        this.#defaults.set(model.name, current);
+      }
       versions.set(model.version, model);
       this.#models.set(model.name, versions);
       await this.#applyLatest(model);
@@ -122,13 +135,16 @@ export class ModelRepository {
     }
   }
 
-  /** The model store's archives by manifest; empty without a store. */
+  /** The model store's archives by manifest (under `storeModelName` when set); empty without a store. */
   async storeCatalog(): Promise<StoreCatalog> {
     const store = this.#options.modelStore;
     if (!store) return { archives: [], unreadable: [] };
     const catalog = await readStoreCatalog(store);
     for (const { path, error } of catalog.unreadable) this.#failures.set(resolve(path), error.message);
-    return catalog;
+    const name = this.#options.storeModelName;
+    return name === undefined
+      ? catalog
+      : { ...catalog, archives: catalog.archives.map((archive) => ({ ...archive, name })) };
   }
 
   /**
@@ -152,9 +168,20 @@ export class ModelRepository {
     for (const archive of kept.sort((a, b) => compareVersions(a.version, b.version))) {
       // One archive per version: a second with the same version would only conflict.
       if (added.some((model) => model.version === archive.version)) continue;
-      added.push(await this.load(archive.path, { keepDefault: serving }));
+      added.push(await this.load(archive.path, { keepDefault: serving, ...this.#storeName() }));
     }
     return added;
+  }
+
+  /** The name a store archive is loaded under: `storeModelName`, or the archive's own. */
+  #storeName(): { name?: string } {
+    const name = this.#options.storeModelName;
+    return name === undefined ? {} : { name };
+  }
+
+  /** Loads an archive of the model store, under `storeModelName` when that is set. */
+  loadStoreArchive(archivePath: string): Promise<LoadedModel> {
+    return this.load(archivePath, this.#storeName());
   }
 
   /**
@@ -215,14 +242,20 @@ export class ModelRepository {
    */
   defaultVersion(name: string): string | undefined {
     const versions = this.#models.get(name);
-    const chosen = this.#defaults.get(name);
-    if (chosen !== undefined && versions?.get(chosen)?.state === 'ready') return chosen;
+    for (const chosen of [this.#defaults.get(name), this.#configuredDefaults.get(name)]) {
+      if (chosen !== undefined && versions?.get(chosen)?.state === 'ready') return chosen;
+    }
     const loaded = this.versions(name);
     return (loaded.findLast((model) => model.state === 'ready') ?? loaded.at(-1))?.version;
   }
 
-  /** The default chosen with set-default, whether or not it is loaded now. */
+  /** The default chosen at run time or in server.yaml, whether or not it is loaded now. */
   chosenDefault(name: string): string | undefined {
+    return this.#defaults.get(name) ?? this.#configuredDefaults.get(name);
+  }
+
+  /** The default chosen at run time (set-default, a canary, saved state): the state file's to keep. */
+  runtimeDefault(name: string): string | undefined {
     return this.#defaults.get(name);
   }
 
@@ -231,9 +264,19 @@ export class ModelRepository {
     this.#defaults.set(name, version);
   }
 
-  /** A default from config or saved state; it applies whenever that version is loaded. */
-  chooseDefault(name: string, version: string): void {
-    this.#defaults.set(name, version);
+  /**
+   * The run-time default from saved state (undefined: none); it applies whenever that version
+   * is loaded, until it is unloaded.
+   */
+  chooseDefault(name: string, version: string | undefined): void {
+    if (version === undefined) this.#defaults.delete(name);
+    else this.#defaults.set(name, version);
+  }
+
+  /** server.yaml's default (undefined: none); it applies whenever that version is loaded. */
+  configureDefault(name: string, version: string | undefined): void {
+    if (version === undefined) this.#configuredDefaults.delete(name);
+    else this.#configuredDefaults.set(name, version);
   }
 
   /** Drains and unloads one version, or every version of the model. */
@@ -242,11 +285,12 @@ export class ModelRepository {
     if (targets.length === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
     await Promise.all(targets.map((model) => model.unload()));
     const versions = this.#models.get(name);
-    for (const model of targets) versions?.delete(model.version);
-    if (versions?.size === 0) {
-      this.#models.delete(name);
-      this.#defaults.delete(name);
+    for (const model of targets) {
+      versions?.delete(model.version);
+      // A run-time default on a version taken away is gone with it; server.yaml's stays.
+      if (this.#defaults.get(name) === model.version) this.#defaults.delete(name);
     }
+    if (versions?.size === 0) this.#models.delete(name);
     return targets;
   }
 

@@ -6,6 +6,7 @@ import { Transform } from 'node:stream';
 import { request } from 'undici';
 import { defaultArchiveLimits } from '../archive/limits.js';
 import { BatchserveError, ModelConflictError, ModelLoadError, UsageError } from '../core/errors.js';
+import { assertStoreWritable } from '../repository/store-catalog.js';
 
 export interface DownloadOptions {
   /** The largest download accepted, in bytes; default: the archive size limit. */
@@ -14,11 +15,13 @@ export interface DownloadOptions {
 
 /**
  * Fetches an allow-listed archive URL into the model store. The file appears under its
- * final name only when complete; its size is capped like any archive's.
+ * final name only when complete; its size is capped like any archive's. A store that is
+ * read-only or one archive is refused before the URL is fetched.
  */
 export async function downloadArchive(url: string, store: string, options: DownloadOptions = {}): Promise<string> {
   const name = basename(new URL(url).pathname);
   if (!name.endsWith('.mar')) throw new UsageError(`the URL must name a .mar file, got ${url}`);
+  await assertStoreWritable(store);
   const target = join(store, name);
   if (await stat(target).catch(() => undefined)) {
     throw new ModelConflictError(`${name} is already in the model store; register it by name`);

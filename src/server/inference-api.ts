@@ -216,6 +216,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
         requireMediaType(req, JSON_TYPES);
         await readBody(req, options.maxRequestSize);
         await repository.loadFromStore(name as string);
+        await traffic.versionsChanged();
         sendJson(res, 200, {});
       }),
     },
@@ -225,6 +226,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       handle: modelControl(options, async (req, res, [name]) => {
         await readBody(req, options.maxRequestSize);
         await repository.unload(name as string);
+        await traffic.versionsChanged();
         sendJson(res, 200, {});
       }),
     },

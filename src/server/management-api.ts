@@ -60,6 +60,7 @@ export function managementRoutes(options: ManagementOptions): Route[] {
           throw new UsageError(`model_name "${expectedName}" does not match the archive's model "${model.name}"`);
         }
         await applyWorkerChanges(model, url.searchParams);
+        await options.traffic.versionsChanged();
         sendJson(res, 200, {
           status: `Model "${model.name}" Version: ${model.version} registered with ${model.instances.length} initial workers`,
         });
@@ -93,6 +94,7 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       handle: async (_req, res, [name, version], url) => {
         const model = repository.get(name as string, version);
         await applyWorkerChanges(model, url.searchParams);
+        await options.traffic.versionsChanged();
         sendJson(res, 200, {
           status: `Model "${model.name}" version ${model.version} updated`,
           ...describe(model, options),
@@ -104,6 +106,7 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       path: new RegExp(`^/models/${MODEL}${VERSION}$`),
       handle: async (_req, res, [name, version]) => {
         const removed = await repository.unload(name as string, version);
+        await options.traffic.versionsChanged();
         sendJson(res, 200, {
           status: `Model "${name}" unregistered (versions ${removed.map((model) => model.version).join(', ')})`,
         });

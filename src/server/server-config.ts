@@ -1,3 +1,4 @@
+import { MODEL_NAME_PATTERN } from '../archive/format.js';
 import { DEVICE_PATTERN } from '../config/model-config.js';
 import { renderSchemaReference } from '../config/reference.js';
 import { deepFreeze, validateField, type FieldSpec } from '../config/schema-kit.js';
@@ -27,9 +28,25 @@ export const serverConfigSchema = {
         description: 'A model to load.',
       },
       description:
-        'Models to load at start, each `name=path.mar` (the name must match the archive), or `all` for every archive in the model store.',
+        'Models to load at start, each `name=path.mar` (the name must match the archive), or `all` for every archive in the model store. Left empty with a model store that is one archive, it is `[all]`.',
     },
-    model_store: { kind: 'string', description: 'Folder of archives for `--models all` and register-by-name.' },
+    model_store: {
+      kind: 'string',
+      description:
+        'Where `--models all` and register-by-name find archives: a folder of archives (`.mar` files and archive folders), one `.mar` file, or one archive folder. Read only: nothing is ever written into it, except a register-by-URL download into a writable folder.',
+    },
+    model_name: {
+      kind: 'string',
+      pattern: MODEL_NAME_PATTERN,
+      patternHint: 'a model name ([A-Za-z0-9][A-Za-z0-9_.-]*)',
+      description:
+        "Serve the model store's one model (all its versions) under this name instead of the archive's; needs `models: [all]` (implied when the store is one archive). KServe passes `{{.Name}}`.",
+    },
+    work_dir: {
+      kind: 'string',
+      description:
+        'Where archives are extracted while served (a folder `batchserve-<pid>-<random>` per server inside it, removed at exit; those of processes that are gone are removed at start). Default: the system temp folder (`os.tmpdir()`).',
+    },
     host: { kind: 'string', default: '127.0.0.1', description: 'Address every API binds to.' },
     port: port(8080, 'inference API (KServe v2, TorchServe predictions)'),
     management_port: port(8081, 'management API'),
@@ -78,6 +95,13 @@ export const serverConfigSchema = {
       values: ['debug', 'info', 'warn', 'error', 'silent'],
       default: 'info',
       description: 'JSON logs on stderr; debug logs one line per request.',
+    },
+    startup_format: {
+      kind: 'enum',
+      values: ['auto', 'text', 'json'],
+      default: 'auto',
+      description:
+        'The start-up block on stdout: `text` for people, `json` as one JSON log line (`"msg":"serving"`, with `urls` and `models`); `auto` is text on a terminal, JSON otherwise (a container, a pipe).',
     },
     device: {
       kind: 'string',
@@ -129,6 +153,8 @@ export const serverConfigSchema = {
 export interface ServerConfig {
   readonly models: readonly string[];
   readonly model_store?: string;
+  readonly model_name?: string;
+  readonly work_dir?: string;
   readonly host: string;
   readonly port: number;
   readonly management_port: number;
@@ -145,6 +171,7 @@ export interface ServerConfig {
   /** Microseconds. */
   readonly drain_timeout: number;
   readonly log_level: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  readonly startup_format: 'auto' | 'text' | 'json';
   readonly device?: string;
   readonly auth: { readonly enabled: boolean; readonly token?: string; readonly key_file: string };
   readonly model_control: 'explicit' | 'none';
@@ -166,6 +193,12 @@ export function validateServerConfig(raw: unknown, source: string): ServerConfig
   if (config && config.request_timeout > 0 && config.headers_timeout > config.request_timeout) {
     problems.push('headers_timeout: must not be longer than request_timeout');
   }
+  if (config?.model_name !== undefined && (config.models.length !== 1 || config.models[0] !== 'all')) {
+    problems.push(
+      "model_name: renames the model store's one model, so it needs `models: [all]` (--models all); a `name=path.mar` model is named already",
+    );
+  }
+  if (config) problems.push(...portClashes(config));
   for (const [name, policy] of Object.entries(config?.model_policies ?? {})) {
     problems.push(...modelPolicyProblems(policy, `model_policies.${name}`));
   }
@@ -173,12 +206,28 @@ export function validateServerConfig(raw: unknown, source: string): ServerConfig
   return deepFreeze(config);
 }
 
+/** Two APIs cannot share a port (0 picks a different free one for each). */
+function portClashes(config: ServerConfig): string[] {
+  const ports = [
+    ['port', config.port],
+    ['management_port', config.management_port],
+    ['metrics_port', config.metrics_port],
+  ] as const;
+  return ports.flatMap(([key, value], index) => {
+    const earlier = ports.slice(0, index).find(([, other]) => other === value && value !== 0);
+    return earlier ? [`${key}: ${value} is ${earlier[0]} already; each API needs its own port`] : [];
+  });
+}
+
 export function renderServerConfigReference(): string {
   return renderSchemaReference(serverConfigSchema, 'serve options and server.yaml reference', [
     '`batchserve serve --config server.yaml` reads these keys (YAML or JSON); every key is',
-    'optional and unknown keys are errors. Each has a flag of the same name in kebab case',
-    '(`max_request_size` → `--max-request-size`) that overrides the file; `auth.enabled: false`',
-    'is `--no-auth` and `auth.key_file` is `--key-file`. Durations take microseconds or a string',
-    'such as `10s`.',
+    'optional and unknown keys are errors. Every key except `allowed_urls`, `model_policies` and',
+    '`auth.token` also has a flag of the same name in kebab case (`max_request_size` →',
+    '`--max-request-size`) and an environment variable, `BATCHSERVE_` and the flag in upper snake',
+    'case (`BATCHSERVE_MAX_REQUEST_SIZE`); `auth.enabled: false` is `--no-auth` or',
+    '`BATCHSERVE_AUTH=false`, `auth.key_file` is `--key-file` (`BATCHSERVE_KEY_FILE`), and the file',
+    'itself is `--config` (`BATCHSERVE_CONFIG`). A flag wins over its variable, a variable over the',
+    'file, the file over the default. Durations take microseconds or a string such as `10s`.',
   ]);
 }

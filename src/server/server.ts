@@ -1,20 +1,22 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { BatchserveError, UsageError } from '../core/errors.js';
+import { BatchserveError, InputFileError, UsageError } from '../core/errors.js';
 import { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelRepository } from '../repository/model-repository.js';
-import { readArchiveIdentity, type ArchiveIdentity } from '../repository/store-catalog.js';
+import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity } from '../repository/store-catalog.js';
 import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
 import { inferenceRoutes } from './inference-api.js';
 import { outcomeRecorder } from './request-outcome.js';
 import { managementRoutes } from './management-api.js';
+import { apiPorts, bindError, checkPortsFree, type ApiPort } from './ports.js';
 import type { ServerConfig } from './server-config.js';
+import { createWorkFolder, removeWorkFolder } from './work-dir.js';
 import { RoutingStateFile } from '../traffic/routing-state.js';
 import { TrafficControl } from '../traffic/traffic-control.js';
 
@@ -42,6 +44,8 @@ export interface BatchServer {
   readonly keyFile: string | undefined;
   /** Models named at start that did not load; the others serve. */
   readonly startupFailures: readonly StartupFailure[];
+  /** This server's own folder under `work_dir`, where archives are extracted; removed at close. */
+  readonly workDir: string;
   /**
    * Stops taking requests (readiness turns false first), answers every admitted one, then
    * closes. Resolves true when everything finished within `timeoutMs`.
@@ -52,13 +56,21 @@ export interface BatchServer {
 
 export async function startServer({ config, logger: given }: StartOptions): Promise<BatchServer> {
   const logger = given ?? pino({ level: config.log_level, base: { pid: process.pid } }, pino.destination(2));
+  const workRoot = resolve(config.work_dir ?? tmpdir());
+  refuseWritesIntoStore(config, workRoot);
+  // Before anything is loaded or created: a taken port fails at once.
+  await checkPortsFree(config);
   const metrics = new ServerMetrics();
-  const workRoot = await mkdtemp(join(tmpdir(), 'batchserve-'));
+  const workFolder = await createWorkFolder(workRoot);
+  for (const folder of workFolder.removed) {
+    logger.info({ folder }, 'removed the work folder of a batchserve process that is gone');
+  }
   const repository = new ModelRepository({
-    workRoot,
+    workRoot: workFolder.path,
     metrics,
     logger,
     ...(config.model_store ? { modelStore: resolve(config.model_store) } : {}),
+    ...(config.model_name ? { storeModelName: config.model_name } : {}),
     ...(config.device ? { device: config.device } : {}),
     ...(config.model_policies ? { policies: config.model_policies } : {}),
   });
@@ -70,7 +82,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     traffic?.close();
     await Promise.all(servers.map((server) => closeServer(server)));
     await repository.unloadAll();
-    await rm(workRoot, { recursive: true, force: true });
+    await removeWorkFolder(workFolder.path);
   };
 
   try {
@@ -137,22 +149,24 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
         },
       },
     ];
-    const listen = async (routes: Route[], port: number): Promise<string> => {
+    const ports = apiPorts(config);
+    const listen = async (routes: Route[], port: ApiPort): Promise<string> => {
       const server = createServer(httpLimits(config), handle(routes));
       server.maxConnections = config.max_connections;
       servers.push(server);
       await new Promise<void>((ready, fail) => {
-        server.once('error', fail);
-        server.listen(port, config.host, () => ready());
+        // Taken since the check at start: reported the same way.
+        server.once('error', (error) => fail(bindError(error, port, config.host)));
+        server.listen(port.port, config.host, () => ready());
       });
       const address = server.address() as AddressInfo;
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       return `http://${host}:${address.port}`;
     };
     const urls: ApiAddresses = {
-      inference: await listen(inference, config.port),
-      management: await listen(management, config.management_port),
-      metrics: await listen(metricsRoutes, config.metrics_port),
+      inference: await listen(inference, ports.inference),
+      management: await listen(management, ports.management),
+      metrics: await listen(metricsRoutes, ports.metrics),
     };
 
     const drain = async (timeoutMs: number): Promise<boolean> => {
@@ -184,6 +198,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       token,
       keyFile,
       startupFailures,
+      workDir: workFolder.path,
       drain,
       close: async () => {
         accepting = false;
@@ -229,7 +244,7 @@ async function loadStartupModels(
   repository: ModelRepository,
   logger: Logger,
 ): Promise<{ loaded: Set<string>; failures: StartupFailure[] }> {
-  const offered: (ArchiveIdentity & { spec: string })[] = [];
+  const offered: (ArchiveIdentity & { spec: string; fromStore?: boolean })[] = [];
   const failures: (StartupFailure & { error: unknown })[] = [];
   const fail = (spec: string, path: string, error: BatchserveError): void => {
     logger.error({ archive: path, code: error.code, err: error.message }, 'model failed to load; serving the others');
@@ -238,8 +253,9 @@ async function loadStartupModels(
   for (const spec of config.models) {
     if (spec === 'all') {
       if (!config.model_store) throw new UsageError('--models all needs --model-store');
+      if (config.model_name !== undefined) await checkOneStoreModel(config.model_store, config.model_name);
       const { archives, unreadable } = await repository.storeCatalog();
-      offered.push(...archives.map((archive) => ({ ...archive, spec: archive.path })));
+      offered.push(...archives.map((archive) => ({ ...archive, spec: archive.path, fromStore: true })));
       for (const { path, error } of unreadable) fail(path, path, error);
       continue;
     }
@@ -281,7 +297,7 @@ async function loadStartupModels(
   for (const archive of offered.filter((candidate) => !excluded.has(candidate))) {
     let model;
     try {
-      model = await repository.load(archive.path);
+      model = await (archive.fromStore ? repository.loadStoreArchive(archive.path) : repository.load(archive.path));
     } catch (error) {
       if (error instanceof UsageError || !(error instanceof BatchserveError)) throw error;
       fail(archive.spec, archive.path, error);
@@ -293,6 +309,45 @@ async function loadStartupModels(
   }
   if (loaded.size === 0 && failures.length > 0) throw failures[0]?.error;
   return { loaded, failures: failures.map(({ spec, message }) => ({ spec, message })) };
+}
+
+/**
+ * `--model-name` serves the store's archives, all of one model, under the name KServe routes
+ * by (`/v2/models/<isvc>/infer`). A store of several models cannot be served under one name,
+ * and an empty one (a storageUri that named nothing) has nothing to serve under it.
+ */
+async function checkOneStoreModel(store: string, modelName: string): Promise<void> {
+  const { archives, unreadable } = await readStoreCatalog(store);
+  if (archives.length === 0 && unreadable.length === 0) {
+    throw new InputFileError(
+      `--model-name ${modelName}: the model store ${store} holds no archive (a .mar file or an archive folder)`,
+    );
+  }
+  const names = [...new Set(archives.map((archive) => archive.name))];
+  if (names.length > 1) {
+    throw new UsageError(
+      `--model-name ${modelName}: the model store ${store} holds ${names.length} models (${names.join(', ')}); --model-name serves one model, with all its versions, under another name`,
+    );
+  }
+}
+
+/** Nothing `serve` writes may land in the model store, which KServe mounts read-only. */
+function refuseWritesIntoStore(config: ServerConfig, workRoot: string): void {
+  if (!config.model_store) return;
+  const store = resolve(config.model_store);
+  const writes: [string, string][] = [
+    ['work_dir', workRoot],
+    ['state_file', config.state_file],
+  ];
+  if (config.auth.enabled && config.auth.token === undefined) writes.push(['auth.key_file', config.auth.key_file]);
+  for (const [key, path] of writes) {
+    const inside = relative(store, resolve(path));
+    if (inside === '' || (inside !== '..' && !inside.startsWith(`..${sep}`) && !isAbsolute(inside))) {
+      throw new UsageError(
+        `${key} ${path} is inside the model store ${store}, and nothing is written there: choose a path outside it`,
+      );
+    }
+  }
 }
 
 async function managementToken(

@@ -5,6 +5,8 @@ import type { ApiAddresses, BatchServer } from './server.js';
 
 /** The line after which the block lists models; the URLs are all known by then. */
 const MODELS_HEADING = '  models\n';
+/** The `msg` of the start-up block written as one JSON log line. */
+const STARTUP_MESSAGE = 'serving';
 
 /** What `serve` prints once it listens: where each API is and what each model is. */
 export function renderStartupBlock(server: BatchServer, config: ServerConfig): string {
@@ -20,12 +22,47 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig): s
     `  inference   ${urls.inference}   KServe v2 /v2/…, TorchServe /predictions/…`,
     `  management  ${urls.management}   /models (${auth})`,
     `  metrics     ${urls.metrics}/metrics`,
+    `  work dir    ${server.workDir}`,
     '  models',
     ...server.repository.list().map((model) => `    ${describeModel(model)}`),
     ...server.startupFailures.map((failure) => `    FAILED ${failure.spec}: ${failure.message}`),
     '',
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The start-up block as one JSON log line, in pino's shape (`level` 30 is info), for log
+ * collectors: where a container's stdout goes, every line is JSON.
+ */
+export function renderStartupLine(server: BatchServer, config: ServerConfig, now = Date.now()): string {
+  const record = {
+    level: 30,
+    time: now,
+    pid: process.pid,
+    version: BATCHSERVE_VERSION,
+    host: config.host,
+    // As the text block prints them: the metrics URL is the scrape URL.
+    urls: { ...server.urls, metrics: `${server.urls.metrics}/metrics` },
+    auth: server.token === undefined ? 'none' : server.keyFile ? 'key_file' : 'config',
+    ...(server.keyFile ? { keyFile: server.keyFile } : {}),
+    workDir: server.workDir,
+    models: server.repository.list().map((model) => ({
+      name: model.name,
+      version: model.version,
+      handler: model.manifest.model.handler,
+      archive: model.archivePath,
+      devices: model.instances.map((instance) => instance.device),
+      maxBatchSize: model.config.max_batch_size,
+      maxQueueDelayUs: model.config.dynamic_batching.max_queue_delay,
+      preferredBatchSizes: model.config.dynamic_batching.preferred_batch_sizes,
+      maxQueueSize: model.config.dynamic_batching.max_queue_size,
+      loadSeconds: model.loadSeconds,
+    })),
+    failures: server.startupFailures,
+    msg: STARTUP_MESSAGE,
+  };
+  return `${JSON.stringify(record)}\n`;
 }
 
 function describeModel(model: LoadedModel): string {
@@ -42,11 +79,28 @@ function describeModel(model: LoadedModel): string {
 }
 
 /**
- * The URLs in a start-up block, for programs that run `serve` as a child (bench, tests);
- * undefined until the block has been printed up to its models heading.
+ * The URLs in a start-up block, text or JSON line, for programs that run `serve` as a child
+ * (bench, tests); undefined until the block has been printed up to its models heading, or
+ * its JSON line in full.
  */
 export function parseStartupUrls(output: string): ApiAddresses | undefined {
-  if (!output.includes(MODELS_HEADING)) return undefined;
-  const url = (name: string): string => new RegExp(`${name}\\s+(http://\\S+)`).exec(output)?.[1] ?? '';
-  return { inference: url('inference'), management: url('management'), metrics: url('metrics') };
+  if (output.includes(MODELS_HEADING)) {
+    const url = (name: string): string => new RegExp(`${name}\\s+(http://\\S+)`).exec(output)?.[1] ?? '';
+    return { inference: url('inference'), management: url('management'), metrics: url('metrics') };
+  }
+  for (const line of output.split('\n')) {
+    const record = parseJsonLine(line);
+    if (record?.msg === STARTUP_MESSAGE && record.urls) return record.urls;
+  }
+  return undefined;
+}
+
+function parseJsonLine(line: string): { msg?: unknown; urls?: ApiAddresses } | undefined {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    return JSON.parse(line) as { msg?: unknown; urls?: ApiAddresses };
+  } catch {
+    // A line still being written.
+    return undefined;
+  }
 }

@@ -72,8 +72,9 @@ export class TrafficControl {
       control.#known.add(name);
       const policy = options.policies[name];
       const state = saved.get(name);
-      const defaultVersion = state?.default_version ?? policy?.default_version;
-      if (defaultVersion !== undefined) repository.chooseDefault(name, defaultVersion);
+      repository.configureDefault(name, policy?.default_version);
+      // Run-time defaults are exactly those saved: server.yaml's stays apart, never in the file.
+      repository.chooseDefault(name, state?.default_version);
       const traffic = state?.traffic ?? policy?.traffic;
       if (traffic !== undefined) control.router.setTraffic(name, traffic);
       if (state?.canary) control.#canaries.restore(state.canary);
@@ -116,6 +117,11 @@ export class TrafficControl {
     this.router.setTraffic(name, empty ? undefined : traffic);
     await this.#save();
     return this.view(name);
+  }
+
+  /** Versions were loaded or unloaded: a run-time default on one taken away no longer stands. */
+  versionsChanged(): Promise<void> {
+    return this.#save();
   }
 
   async setDefault(name: string, version: string): Promise<void> {
@@ -196,7 +202,7 @@ export class TrafficControl {
     const state = new Map<string, ModelRouting>();
     for (const name of repository.names()) this.#known.add(name);
     for (const name of [...this.#known].sort()) {
-      const defaultVersion = repository.chosenDefault(name);
+      const defaultVersion = repository.runtimeDefault(name);
       const traffic = this.router.traffic(name);
       const canary = this.#canaries.recordOf(name);
       if (defaultVersion === undefined && traffic === undefined && canary === undefined) continue;

@@ -108,7 +108,11 @@ test('a sweep of 2 batch sizes × 2 delays × 2 concurrency levels writes the ta
   // contention; a unit slip (ns, µs) or a time per request instead of per pass is far outside.
   const server = report.fit;
   const own = report.inProcess;
-  assert.ok(server && own, 'both fits present');
+  assert.ok(
+    server && own,
+    `both fits present: server ${JSON.stringify(server?.samples)}, in-process ${JSON.stringify(own?.samples)}, ` +
+      `warnings ${JSON.stringify(report.warnings)}`,
+  );
   const single = (fit: typeof own): number => fit.samples.find((sample) => sample.batchSize === 1)?.ms ?? NaN;
   const ratio = single(server) / single(own);
   assert.ok(ratio > 1 / 3 && ratio < 3, `T(1): server ${single(server)} ms vs in-process ${single(own)} ms`);

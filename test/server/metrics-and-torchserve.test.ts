@@ -19,6 +19,9 @@ test('metrics parse as Prometheus text, with latency histograms per model', asyn
   const gauge = async (name: string): Promise<number | undefined> =>
     samplesOf(await scrapeMetrics(server), name, affineSeries)[0]?.value;
 
+  // Before any request the autoscaling gauges read 0, not an empty series.
+  assert.equal(await gauge('batchserve_pending_rows'), 0);
+  assert.equal(await gauge('batchserve_queue_rows'), 0);
   // One request holds the only instance, two more queue behind it: the gauges say so.
   const answers = [call(url, { body: affineRequest([[1, 1, 1, 1]]) })];
   await gate.reached(1);

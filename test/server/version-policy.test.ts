@@ -1,6 +1,6 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, rename } from 'node:fs/promises';
+import { mkdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { validateServerConfig } from '../../src/server/server-config.js';
@@ -197,4 +197,50 @@ test('under latest: 2, registering a version that evicts the default moves the d
   assert.equal(registered.status, 200, JSON.stringify(registered.body));
   assert.deepEqual(await versionsOf(server.urls.inference), ['3', '4']);
   assert.equal(await served(), '3', 'version 4 takes traffic only when made the default');
+});
+
+const servedVersion = async (base: string): Promise<string> =>
+  (await call(`${base}/v2/models/affine/infer`, { body: affineRequest([[1, 1, 1, 1]]) })).headers[
+    'x-model-version'
+  ] as string;
+
+const savedRouting = async (stateFile: string): Promise<unknown> =>
+  JSON.parse(await readFile(stateFile, 'utf8').catch(() => '{"models":{}}')).models;
+
+test("server.yaml's default_version survives a v2 unload and load, and is never written into the state file", async (t) => {
+  const dir = await tempDir(t);
+  const store = join(dir, 'store');
+  for (const version of ['1', '2']) await packVersion(dir, store, version);
+  const stateFile = join(dir, 'state.json');
+  const server = await startTestServer(t, {
+    models: ['all'],
+    model_store: store,
+    state_file: stateFile,
+    model_policies: { affine: { default_version: '1' } },
+  });
+  const base = server.urls.inference;
+  assert.equal(await servedVersion(base), '1');
+  const control = (action: string) =>
+    call(`${base}/v2/repository/models/affine/${action}`, { method: 'POST', body: '{}', headers: AUTH });
+  assert.equal((await control('unload')).status, 200);
+  assert.equal((await control('load')).status, 200);
+  assert.deepEqual(await versionsOf(base), ['1', '2']);
+  assert.equal(await servedVersion(base), '1', 'the configured default, not the highest version');
+  assert.deepEqual(await savedRouting(stateFile), {}, 'nothing run-time to keep');
+});
+
+test('a run-time default goes with its version: deleting it moves requests on and clears it from the state file', async (t) => {
+  const dir = await tempDir(t);
+  const store = join(dir, 'store');
+  for (const version of ['1', '2']) await packVersion(dir, store, version);
+  const stateFile = join(dir, 'state.json');
+  const server = await startTestServer(t, { models: ['all'], model_store: store, state_file: stateFile });
+  const { inference, management } = server.urls;
+  const manage = (path: string, method: string) => call(`${management}${path}`, { method, headers: AUTH });
+  assert.equal((await manage('/models/affine/1/set-default', 'PUT')).status, 200);
+  assert.equal(await servedVersion(inference), '1');
+  assert.deepEqual(await savedRouting(stateFile), { affine: { default_version: '1' } });
+  assert.equal((await manage('/models/affine/1', 'DELETE')).status, 200);
+  assert.equal(await servedVersion(inference), '2');
+  assert.deepEqual(await savedRouting(stateFile), {}, 'no default on a version that is gone');
 });

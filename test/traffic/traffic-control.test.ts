@@ -122,9 +122,10 @@ test('saved traffic replaces the configured traffic, and a saved default alone k
 });
 
 test('a model with no traffic is served by its default version; an unknown model has no view', async (t) => {
-  // A policy that names no default leaves the one the repository holds (here 3) alone.
+  // A policy that names no default, and no saved one: the highest ready version answers.
   const { repository, control } = await controlOf(t, { policies: { affine: { version_policy: { latest: 3 } } } });
-  assert.equal(repository.chosenDefault('affine'), '3');
+  assert.equal(repository.chosenDefault('affine'), undefined);
+  assert.equal(repository.defaultVersion('affine'), '3');
   assert.equal(control.router.traffic('affine'), undefined);
   const view = control.view('affine');
   assert.equal(view.default_version, '3');
@@ -253,7 +254,7 @@ test('setDefault moves the default and saves it; an unknown version is refused a
   assert.deepEqual(await saved(), { format: 1, models: { affine: { default_version: '1' } } });
 });
 
-test('saving keeps every model with config or saved state, loaded or not, sorted, and skips the rest', async (t) => {
+test('saving keeps every model with run-time state, loaded or not, sorted; server.yaml defaults stay out of the file', async (t) => {
   const { control, saved } = await controlOf(t, {
     policies: { zeta: { default_version: '1' }, plain: {} },
     saved: new Map<string, ModelRouting>([
@@ -263,12 +264,12 @@ test('saving keeps every model with config or saved state, loaded or not, sorted
   });
   await control.setDefault('affine', '2');
   const file = (await saved()) as { models: Record<string, unknown> };
-  assert.deepEqual(Object.keys(file.models), ['affine', 'alpha', 'beta', 'zeta']);
+  // zeta's default is server.yaml's: saving it would pin it past a later edit of server.yaml.
+  assert.deepEqual(Object.keys(file.models), ['affine', 'alpha', 'beta']);
   assert.deepEqual(file.models, {
     affine: { default_version: '2' },
     alpha: { traffic: { shadow: '2', shadow_tolerance: 0 } },
     beta: { canary: JSON.parse(JSON.stringify({ ...canaryRecord('promoted'), model: 'beta' })) },
-    zeta: { default_version: '1' },
   });
 });
 

@@ -1,0 +1,58 @@
+import {
+  METRICS_PATH,
+  PROBES,
+  SCRATCH,
+  SECURITY_CONTEXT,
+  SERVER_PORTS,
+  resources,
+  serveArgs,
+} from './batchserve-container.js';
+import { requestedResources, type RuntimeOptions } from './deploy-options.js';
+import type { Container, KubernetesObject } from './k8s-objects.js';
+
+/** The runtime's name, which InferenceServices give as `runtime:`. */
+export const RUNTIME_NAME = 'batchserve';
+/** The model format of a batchserve archive; only this runtime claims it. */
+export const MODEL_FORMAT = 'batchserve-mar';
+/** KServe finds the serving container by this name, and merges the InferenceService's into it. */
+export const KSERVE_CONTAINER = 'kserve-container';
+
+/**
+ * A ClusterServingRuntime for `batchserve serve`. It serves InferenceServices in both
+ * deployment modes, so the container keeps to what Knative accepts: one port, named `http1`,
+ * and no lifecycle hook (the Standard-mode InferenceService adds its own pre-stop sleep).
+ */
+export function buildClusterServingRuntime(options: RuntimeOptions): KubernetesObject {
+  const container: Container = {
+    name: KSERVE_CONTAINER,
+    image: options.image,
+    args: serveArgs('{{.Name}}'),
+    ports: [{ name: 'http1', containerPort: SERVER_PORTS.inference, protocol: 'TCP' }],
+    resources: resources(requestedResources(options)),
+    ...PROBES,
+    securityContext: SECURITY_CONTEXT,
+    volumeMounts: [...SCRATCH.volumeMounts],
+  };
+  return {
+    apiVersion: 'serving.kserve.io/v1alpha1',
+    kind: 'ClusterServingRuntime',
+    metadata: { name: RUNTIME_NAME, labels: { 'app.kubernetes.io/name': 'batchserve' } },
+    spec: {
+      // KServe copies these onto each pod, and its metrics aggregation scrapes the server there.
+      annotations: {
+        'prometheus.kserve.io/port': String(SERVER_PORTS.metrics),
+        'prometheus.kserve.io/path': METRICS_PATH,
+      },
+      supportedModelFormats: [
+        { name: MODEL_FORMAT, version: '1', autoSelect: true, priority: 1 },
+        // An archive holding an ONNX model, when an InferenceService names `runtime: batchserve`;
+        // never chosen on its own, so Triton stays the default for bare ONNX models.
+        { name: 'onnx', version: '1', autoSelect: false },
+      ],
+      // grpc-v2 joins the list once the server answers gRPC.
+      protocolVersions: ['v2'],
+      containers: [container],
+      volumes: [...SCRATCH.volumes],
+    },
+  };
+}
