@@ -27,7 +27,7 @@ batchserve model-archive verify "$out/orientation.mar"
 echo
 echo "== serve"
 node bin/batchserve.js serve --models "orientation=$out/orientation.mar" --port 0 --management-port 0 --metrics-port 0 \
-  --key-file "$out/batchserve.key" --log-level warn >"$out/serve.out" 2>"$out/serve.log" &
+  --startup-format text --key-file "$out/batchserve.key" --log-level warn >"$out/serve.out" 2>"$out/serve.log" &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do
@@ -46,6 +46,11 @@ status=0
 wait "$server" || status=$?
 echo "server exited with status $status"
 [ "$status" = 0 ] || exit "$status"
+echo
+echo "== predict (offline: a folder of 40 rendered text lines, the same handler as serve)"
+node scripts/demo-images.js "$out/lines" 40
+batchserve predict "$out/orientation.mar" --input "$out/lines" --output "$out/predictions.jsonl" --force
+head -n 2 "$out/predictions.jsonl"
 echo
 echo "== bench (short sweep: batch sizes 1, 8 × delays 0, 2 ms × concurrency 1, 8)"
 batchserve bench "$out/orientation.mar" --in-process --batch-sizes 1,8 --delays 0,2ms --concurrency 1,8 \
