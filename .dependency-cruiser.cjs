@@ -5,7 +5,7 @@
  */
 const FLOORS = [
   ['core'],
-  ['protocol', 'config'],
+  ['protocol', 'config', 'experiment'],
   ['handlers', 'batching'],
   ['runtime'],
   // Packing checks a model with a session and its handler, so archives sit above both.

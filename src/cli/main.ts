@@ -8,6 +8,7 @@ import { registerCanary } from './canary-command.js';
 import { registerTraffic } from './traffic-command.js';
 import { registerPredict } from './predict-command.js';
 import { registerDeploy } from './deploy-command.js';
+import { registerExperiment } from './experiment-command.js';
 
 /** Exit code for bugs: an error no command expected. */
 const EXIT_INTERNAL = 70;
@@ -31,6 +32,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   registerCanary(program);
   registerPredict(program);
   registerDeploy(program);
+  registerExperiment(program);
   program
     .command('doctor')
     .description('report what this machine can run: versions, execution providers (each tried), GPUs, Vulkan')
