@@ -127,8 +127,7 @@ const settings = {
 };
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
-const examples = fileURLToPath(new URL('../examples/orientation/', import.meta.url));
-const { DEMO_MODEL_PATH } = await import('../dist/src/runtime/demo-model.js');
+const { demoPackArgs, DEMO_EXAMPLES } = await import('./demo-archive.js');
 const { parseStartupUrls } = await import('../dist/src/server/startup-block.js');
 const onCpu = (cpu, args) =>
   settings.pinned ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
@@ -230,19 +229,10 @@ async function overloadProtocol(url, protocol) {
 
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-overload-'));
 try {
-  const config = parse(await readFile(join(examples, 'model-config.yaml'), 'utf8'));
+  const config = parse(await readFile(join(DEMO_EXAMPLES, 'model-config.yaml'), 'utf8'));
   config.dynamic_batching.max_queue_size = settings.maxQueueSize;
   await writeFile(join(dir, 'model-config.yaml'), stringify(config));
-  await run(
-    onCpu(0, [
-      bin,
-      'model-archive',
-      'pack',
-      ...['--model-name', MODEL, '--serialized-file', DEMO_MODEL_PATH, '--handler', 'image-classifier'],
-      ...['--config-file', join(dir, 'model-config.yaml'), '--extra-files', join(examples, 'labels.txt')],
-      ...['--export-path', dir],
-    ]),
-  );
+  await run(onCpu(0, [bin, ...demoPackArgs({ exportPath: dir, configFile: join(dir, 'model-config.yaml') })]));
   const protocols = [];
   for (const protocol of PROTOCOLS) {
     // A fresh server per protocol, so neither inherits the other's queue or warm caches.

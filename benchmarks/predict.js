@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PNG } from 'pngjs';
-import { DEMO_MODEL_PATH } from '../dist/src/runtime/demo-model.js';
+import { DEMO_EXAMPLES, demoPackArgs } from './demo-archive.js';
 import { benchFlags, exitOnMissed, resultRecord, RESULTS_DIR, writeResult } from './results.js';
 
 const AIMS = { rssGrowth: 0.2, npyVsInProcess: 0.95 };
@@ -37,29 +37,12 @@ const settings = {
 };
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
-const examples = fileURLToPath(new URL('../examples/orientation/', import.meta.url));
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-predict-bench-'));
 const ROW = [3, 48, 192];
 const ROW_FLOATS = ROW.reduce((a, b) => a * b, 1);
 
 const cli = (args) => execFileSync(process.execPath, [bin, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-const pack = (handler, exportPath, configFile) =>
-  cli([
-    'model-archive',
-    'pack',
-    '--model-name',
-    'orientation',
-    '--serialized-file',
-    DEMO_MODEL_PATH,
-    '--handler',
-    handler,
-    '--config-file',
-    configFile,
-    '--extra-files',
-    join(examples, 'labels.txt'),
-    '--export-path',
-    exportPath,
-  ]);
+const pack = (handler, exportPath, configFile) => cli(demoPackArgs({ exportPath, handler, configFile }));
 
 /** `predict` in a child, its summary printed; its rows/s (from the summary) and its peak RSS (VmHWM, polled). */
 async function predict(archive, input, output, ...extra) {
@@ -133,7 +116,7 @@ async function writeImages(folder, rows) {
 }
 
 try {
-  const stockConfig = join(examples, 'model-config.yaml');
+  const stockConfig = join(DEMO_EXAMPLES, 'model-config.yaml');
   const oneThreadConfig = join(dir, 'one-thread.yaml');
   await writeFile(
     oneThreadConfig,

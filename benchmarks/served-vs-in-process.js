@@ -14,7 +14,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEMO_MODEL_PATH } from '../dist/src/runtime/demo-model.js';
+import { demoPackArgs } from './demo-archive.js';
 import { servedVsInProcess } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
 
@@ -37,7 +37,6 @@ const settings = {
 };
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
-const examples = fileURLToPath(new URL('../examples/orientation/', import.meta.url));
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-served-'));
 const { pinned } = settings;
 const onCpu0 = (args) => (pinned ? ['taskset', ['-c', '0', process.execPath, ...args]] : [process.execPath, args]);
@@ -47,22 +46,7 @@ const run = (args) => {
 };
 const report = async (name) => JSON.parse(await readFile(join(dir, name), 'utf8'));
 
-run([
-  'model-archive',
-  'pack',
-  '--model-name',
-  'orientation',
-  '--serialized-file',
-  DEMO_MODEL_PATH,
-  '--handler',
-  'image-classifier',
-  '--config-file',
-  join(examples, 'model-config.yaml'),
-  '--extra-files',
-  join(examples, 'labels.txt'),
-  '--export-path',
-  dir,
-]);
+run(demoPackArgs({ exportPath: dir }));
 const archive = join(dir, 'orientation.mar');
 run([
   'bench',

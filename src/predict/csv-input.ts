@@ -4,6 +4,7 @@ import type { TensorSpec } from '../core/tensors.js';
 import { readJsonTensor } from '../protocol/json-tensor.js';
 import { prepareDecoded, type ModelSignature } from '../protocol/prepared-request.js';
 import {
+  preparedRow,
   rowFailure,
   type Dataset,
   type DatasetRow,
@@ -102,13 +103,7 @@ function csvRow(row: number, record: CsvRecord, layout: CsvLayout, signature: Mo
       { parameters: {}, inputs: { [input.name]: tensor }, binaryDataOutput: false },
       signature,
     );
-    return {
-      row,
-      id,
-      request: { inputs: prepared.inputs, rows: prepared.rows, movable: true },
-      rows: prepared.rows,
-      shapeKey: prepared.shapeKey,
-    };
+    return preparedRow(row, id, prepared);
   } catch (error) {
     return { row, id, failure: rowFailure(error) };
   }

@@ -1,5 +1,5 @@
 import type { HandlerRequest } from '../core/request.js';
-import type { ModelSignature } from '../protocol/prepared-request.js';
+import type { ModelSignature, PreparedRequest } from '../protocol/prepared-request.js';
 
 export const INPUT_KINDS = ['jsonl', 'images', 'npy', 'csv'] as const;
 export type InputKind = (typeof INPUT_KINDS)[number];
@@ -29,6 +29,17 @@ export interface ReadyRow extends RowBase {
   readonly outputs?: readonly string[];
   /** Set when the request carries several consecutive input rows, `row` the first of them. */
   readonly chunk?: RowChunk;
+}
+
+/** A row decoded and checked by the protocol layer, ready for the batcher; its buffers are its own. */
+export function preparedRow(row: number, id: string, prepared: PreparedRequest): ReadyRow {
+  return {
+    row,
+    id,
+    request: { inputs: prepared.inputs, rows: prepared.rows, movable: true },
+    rows: prepared.rows,
+    shapeKey: prepared.shapeKey,
+  };
 }
 
 /**

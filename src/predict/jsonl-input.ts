@@ -3,7 +3,14 @@ import { InferenceInputError } from '../core/errors.js';
 import type { TensorMap } from '../core/tensors.js';
 import { readJsonTensor } from '../protocol/json-tensor.js';
 import { prepareDecoded, prepareV2Request, type ModelSignature } from '../protocol/prepared-request.js';
-import { rowFailure, type Dataset, type DatasetRow, type InputIdentity, type LocatedInput } from './dataset.js';
+import {
+  preparedRow,
+  rowFailure,
+  type Dataset,
+  type DatasetRow,
+  type InputIdentity,
+  type LocatedInput,
+} from './dataset.js';
 
 /**
  * JSON Lines: one request a line, in the KServe v2 form (`{"inputs": [{name, datatype, shape,
@@ -46,14 +53,7 @@ function jsonlRow(row: number, line: Line, signature: ModelSignature): DatasetRo
           { parameters: {}, inputs: nestedTensors(line.bytes, signature), binaryDataOutput: false },
           signature,
         );
-    return {
-      row,
-      id,
-      request: { inputs: prepared.inputs, rows: prepared.rows, movable: true },
-      rows: prepared.rows,
-      shapeKey: prepared.shapeKey,
-      outputs: prepared.outputs.map((output) => output.name),
-    };
+    return { ...preparedRow(row, id, prepared), outputs: prepared.outputs.map((output) => output.name) };
   } catch (error) {
     return { row, id, failure: rowFailure(error) };
   }

@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { CheckpointError, InputFileError, OutputExistsError, UsageError } from '../core/errors.js';
 import { ServerMetrics } from '../metrics/server-metrics.js';
-import type { ModelSignature } from '../protocol/prepared-request.js';
 import { loadModelArchive } from '../repository/load-archive.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import { identityDifference, readCheckpoint, type Checkpoint, type JobIdentity } from './checkpoint.js';
@@ -105,13 +104,7 @@ export async function predictDataset(options: PredictOptions): Promise<PredictSu
   try {
     if (options.batchSize !== undefined) model.reconfigure({ maxBatchSize: options.batchSize });
     if (options.instances !== undefined) await model.scale(options.instances);
-    const { config } = model;
-    const signature: ModelSignature = {
-      inputs: config.inputs,
-      outputs: config.outputs,
-      batching: config.max_batch_size > 0,
-    };
-    const dataset = await located.open(signature);
+    const dataset = await located.open(model.signature);
     try {
       const range = shardRange(options.shard, dataset.rowCount);
       const base = { job, rows: { ...range, total: dataset.rowCount } };
@@ -127,7 +120,7 @@ export async function predictDataset(options: PredictOptions): Promise<PredictSu
       const scorer: Scorer = {
         name: model.name,
         version: model.version,
-        outputNames: config.outputs.map((o) => o.name),
+        outputNames: model.signature.outputs.map((output) => output.name),
       };
       const progress = startProgress({
         ...options.progress,

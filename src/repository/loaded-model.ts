@@ -10,6 +10,7 @@ import {
   type SubmitResult,
 } from '../batching/batcher.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
+import type { ModelSignature } from '../protocol/prepared-request.js';
 import { ModelNotReadyError, UsageError } from '../core/errors.js';
 import { ModelStatistics } from '../metrics/model-statistics.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
@@ -56,6 +57,7 @@ export class LoadedModel {
   readonly stats: ModelStatistics;
   readonly loadedAt = new Date();
   #currentConfig: CompleteModelConfig;
+  #currentSignature: ModelSignature;
   #instanceList: ServingInstance[];
   readonly #batcher: Batcher;
   readonly #parts: LoadedModelParts;
@@ -72,6 +74,7 @@ export class LoadedModel {
     this.loadSeconds = parts.loadSeconds;
     this.deviceNotes = parts.deviceNotes;
     this.#currentConfig = parts.config;
+    this.#currentSignature = signatureOf(parts.config);
     this.#instanceList = [...parts.instances];
     this.stats = new ModelStatistics(parts.name, parts.version);
     const { metrics } = parts;
@@ -99,6 +102,11 @@ export class LoadedModel {
 
   get config(): CompleteModelConfig {
     return this.#currentConfig;
+  }
+
+  /** What requests are checked against: kept with the config, so no request derives it. */
+  get signature(): ModelSignature {
+    return this.#currentSignature;
   }
 
   get instances(): readonly ServingInstance[] {
@@ -156,6 +164,7 @@ export class LoadedModel {
         preferred_batch_sizes: config.dynamic_batching.preferred_batch_sizes.filter((size) => size <= maxBatchSize),
       }),
     });
+    this.#currentSignature = signatureOf(this.#currentConfig);
     this.#batcher.reconfigure(policyOf(this.#currentConfig));
   }
 
@@ -237,6 +246,10 @@ export class LoadedModel {
 
 /** A pending backoff must not keep the process alive. */
 const unrefDelay = (ms: number): Promise<void> => delay(ms, undefined, { ref: false });
+
+function signatureOf(config: CompleteModelConfig): ModelSignature {
+  return Object.freeze({ inputs: config.inputs, outputs: config.outputs, batching: config.max_batch_size > 0 });
+}
 
 export function policyOf(config: CompleteModelConfig): BatchingPolicy {
   const batching = config.dynamic_batching;

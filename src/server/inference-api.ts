@@ -22,7 +22,7 @@ import {
 import { tritonModelConfig } from './triton-config.js';
 import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.js';
 import { tensorToNested } from '../protocol/nested.js';
-import { prepareV2Request, retarget, type ModelSignature, type PreparedRequest } from '../protocol/prepared-request.js';
+import { prepareV2Request, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
 import type { HandlerRequest } from '../core/request.js';
 import type { RequestOutcome } from './request-outcome.js';
 
@@ -66,17 +66,36 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
    * is picked again after the body arrives if the one held is no longer ready, so a version
    * that starts draining meanwhile is never used.
    */
+  /** Runs one request's `work` and records its outcome once, however it ends, for the version `modelOf` names. */
+  const recorded = async (
+    served: boolean,
+    modelOf: () => LoadedModel | undefined,
+    work: () => Promise<SubmitResult>,
+  ): Promise<SubmitResult> => {
+    const started = process.hrtime.bigint();
+    let result: SubmitResult | undefined;
+    let status = 200;
+    try {
+      result = await work();
+      return result;
+    } catch (error) {
+      status = statusOf(error);
+      throw error;
+    } finally {
+      const model = modelOf();
+      if (model) {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        options.requestFinished({ model, served, status, seconds, result });
+      }
+    }
+  };
   const modelRoute =
     (
       work: (req: IncomingMessage, res: ServerResponse, admitted: Admitted) => Promise<SubmitResult>,
       bodyAlignedAt: (req: IncomingMessage) => number = () => 0,
     ): RouteHandler =>
     async (req, res, params, url) => {
-      const started = process.hrtime.bigint();
       let model: LoadedModel | undefined;
-      let reservation: QueueReservation | undefined;
-      let result: SubmitResult | undefined;
-      let status = 200;
       const pick = (): LoadedModel => {
         model = choose(params, req, url);
         // Set before anything can fail, so error answers also say which version they came from.
@@ -84,49 +103,39 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
         requireReady(model, ready(model));
         return model;
       };
-      try {
-        let chosen = pick();
-        checkDeclaredLength(req, options.maxRequestSize);
-        reservation = chosen.reserve();
-        const body = await readBody(req, options.maxRequestSize, bodyAlignedAt(req));
-        if (!ready(chosen)) {
-          reservation.release();
-          reservation = undefined;
-          chosen = pick();
-        }
-        const shadows = params[1] === undefined ? traffic : undefined;
-        result = await work(req, res, { model: chosen, body, shadows, reservation });
-      } catch (error) {
-        status = statusOf(error);
-        throw error;
-      } finally {
-        reservation?.release();
-        if (model) {
-          const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-          options.requestFinished({ model, served: true, status, seconds, result });
-        }
-      }
+      await recorded(
+        true,
+        () => model,
+        async () => {
+          let chosen = pick();
+          checkDeclaredLength(req, options.maxRequestSize);
+          let reservation: QueueReservation | undefined = chosen.reserve();
+          try {
+            const body = await readBody(req, options.maxRequestSize, bodyAlignedAt(req));
+            if (!ready(chosen)) {
+              reservation.release();
+              reservation = undefined;
+              chosen = pick();
+            }
+            const shadows = params[1] === undefined ? traffic : undefined;
+            return await work(req, res, { model: chosen, body, shadows, reservation });
+          } finally {
+            reservation?.release();
+          }
+        },
+      );
     };
   const choose = ([name, version]: RouteParams, req: IncomingMessage, url: URL): LoadedModel =>
     version === undefined ? traffic.router.route(name as string, req, url) : repository.get(name as string, version);
   /** Runs a shadow copy and records its outcome like any request's. */
   const shadowRun =
     (run: (shadow: LoadedModel) => Promise<SubmitResult>) =>
-    async (shadow: LoadedModel): Promise<SubmitResult> => {
-      const started = process.hrtime.bigint();
-      let result: SubmitResult | undefined;
-      let status = 200;
-      try {
-        result = await run(shadow);
-        return result;
-      } catch (error) {
-        status = statusOf(error);
-        throw error;
-      } finally {
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        options.requestFinished({ model: shadow, served: false, status, seconds, result });
-      }
-    };
+    (shadow: LoadedModel): Promise<SubmitResult> =>
+      recorded(
+        false,
+        () => shadow,
+        () => run(shadow),
+      );
   const inferV2Route = modelRoute(
     (req, res, admitted) => inferV2(req, res, admitted, shadowRun),
     // The first binary input follows the JSON header: aligned, it is read in place.
@@ -290,11 +299,6 @@ type ShadowRun = (
   run: (shadow: LoadedModel) => Promise<SubmitResult>,
 ) => (shadow: LoadedModel) => Promise<SubmitResult>;
 
-function signatureOf(model: LoadedModel): ModelSignature {
-  const { config } = model;
-  return { inputs: config.inputs, outputs: config.outputs, batching: config.max_batch_size > 0 };
-}
-
 async function inferV2(
   req: IncomingMessage,
   res: ServerResponse,
@@ -308,12 +312,12 @@ async function inferV2(
       headerLength: Array.isArray(headerLength) ? headerLength.join(',') : headerLength,
       binaryBody: mediaType(req) === 'application/octet-stream',
     },
-    signatureOf(model),
+    model.signature,
   );
   const shadowed = shadows?.mirror(
     model,
     shadowRun((shadow) => {
-      const copy = retarget(prepared, signatureOf(shadow));
+      const copy = retarget(prepared, shadow.signature);
       return shadow.infer(handlerRequest(copy, false), submitOptions(copy));
     }),
   );

@@ -69,9 +69,9 @@ test('generated Jobs and deploy/k8s/batch-predict-job.yaml are valid batch/v1 Jo
       'one claim for everything, parallelism, namespace',
       {
         ...JOB,
-        archive: 'pvc://work/m/resnet.mar',
-        input: 'pvc://work/in/rows.jsonl',
-        output: 'pvc://work/out/scores.csv',
+        archive: 'pvc://scratch/m/resnet.mar',
+        input: 'pvc://scratch/in/rows.jsonl',
+        output: 'pvc://scratch/out/scores.csv',
         parallelism: 2,
         namespace: 'ml',
       },
