@@ -67,7 +67,8 @@ export function planExperiment(options: ExperimentPlanOptions): ExperimentPlan {
   return { metric: 'rate', baseline, target, difference, ...settings, ...rateSampleSize(baseline, target, settings) };
 }
 
-function numberOption(value: string, flag: string): number {
+/** A number flag value, refused with a one-line usage error when it is not one. */
+export function numberOption(value: string, flag: string): number {
   const number = Number(value);
   if (value.trim() === '' || !Number.isFinite(number))
     throw new UsageError(`${flag}: expected a number, got "${value}"`);

@@ -91,6 +91,12 @@ export function registerServe(program: Command): void {
         'where run-time traffic changes are kept across restarts (default ./batchserve-state.json)',
       ),
     )
+    .addOption(
+      flag(
+        '--prediction-log <dir>',
+        "log every model's answers as JSON lines in <dir>/<model>/ for experiments and feedback (docs/experiments.md)",
+      ),
+    )
     .option('--no-auth', 'disable the management API token, with a warning (env: BATCHSERVE_AUTH=false)')
     .addOption(
       flag(

@@ -29,6 +29,7 @@ export interface ServeCommandOptions {
   auth: boolean;
   keyFile?: string;
   stateFile?: string;
+  predictionLog?: string;
   modelControl?: string;
 }
 
@@ -105,6 +106,7 @@ async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin)
   if (options.logLevel) flags.log_level = options.logLevel;
   if (options.startupFormat) flags.startup_format = options.startupFormat;
   if (options.stateFile) flags.state_file = options.stateFile;
+  if (options.predictionLog) flags.prediction_log = options.predictionLog;
   if (options.modelControl) flags.model_control = options.modelControl;
   const fileAuth = (fromFile.auth ?? {}) as Record<string, unknown>;
   const authEnabled = options.auth ? authFromEnv() : false;

@@ -158,6 +158,51 @@ export const modelConfigSchema = {
       description:
         'Run the whole handler pipeline (preprocess, forward pass, postprocess) on zeros at batch size 1 and each preferred size before reporting ready; a failure fails the load. Turn off for a handler that cannot take v2 tensors.',
     },
+    prediction_log: {
+      kind: 'object',
+      optional: true,
+      description:
+        'The prediction log of experiments (docs/experiments.md): one JSON line per answered request, with the version, how it was routed, status, latency and outputs; feedback joins to it by request id. Present = on; `serve --prediction-log DIR` turns it on with these defaults for every model.',
+      fields: {
+        path: {
+          kind: 'string',
+          description:
+            "The model's log folder (relative paths from the server's working directory); default: `<serve --prediction-log>/<model>`.",
+        },
+        sample_rate: {
+          kind: 'number',
+          min: 0,
+          max: 1,
+          default: 1,
+          description: 'Share of requests logged, decided per request at random.',
+        },
+        inputs: {
+          kind: 'enum',
+          values: ['none', 'hash', 'full'],
+          default: 'none',
+          description:
+            "What of the request is kept: nothing, the body's sha256, or the inputs themselves (v2 tensors as JSON, other bodies base64).",
+        },
+        top_k: {
+          kind: 'integer',
+          min: 1,
+          default: 5,
+          description: 'Classifiers (a model with labels): labels kept per row, best first, instead of the scores.',
+        },
+        max_file_size: {
+          kind: 'integer',
+          min: 1024,
+          default: 64 * 1024 * 1024,
+          description: 'Bytes after which the next file is started.',
+        },
+        max_files: {
+          kind: 'integer',
+          min: 1,
+          default: 10,
+          description: 'Files kept; the oldest is deleted when a new one would exceed it.',
+        },
+      },
+    },
     labels_file: {
       kind: 'string',
       pattern: /^[^/\\][^\\]*$/,
@@ -244,6 +289,15 @@ export interface ImageClassifierOptions {
   readonly softmax: 'auto' | 'always' | 'never';
 }
 
+export interface PredictionLogConfig {
+  readonly path?: string;
+  readonly sample_rate: number;
+  readonly inputs: 'none' | 'hash' | 'full';
+  readonly top_k: number;
+  readonly max_file_size: number;
+  readonly max_files: number;
+}
+
 export interface ModelConfig {
   /** Absent until packing fills them in from the model. */
   readonly inputs?: readonly TensorSpec[];
@@ -260,6 +314,7 @@ export interface ModelConfig {
   };
   readonly tensorrt: TensorrtOptions;
   readonly warmup: boolean;
+  readonly prediction_log?: PredictionLogConfig;
   readonly labels_file?: string;
   readonly image_classifier?: ImageClassifierOptions;
 }

@@ -330,6 +330,45 @@ export class PredictRowsFailedError extends BatchserveError {
   declare readonly code: typeof PredictRowsFailedError.code;
 }
 
+// --- experiments (prediction log, feedback, report) ---------------------------
+
+/** The prediction log (or a `--log` path) cannot be read, or holds no records of the model asked for. */
+export class PredictionLogReadError extends BatchserveError {
+  static override readonly code = 'BS_ERR_PREDICTION_LOG_READ';
+  static override readonly httpStatus = 400;
+  static override readonly exitCode = 2;
+  declare readonly code: typeof PredictionLogReadError.code;
+}
+
+/** Feedback came for a model that keeps no prediction log, so there is nothing to join it to. */
+export class PredictionLogOffError extends BatchserveError {
+  static override readonly code = 'BS_ERR_PREDICTION_LOG_OFF';
+  static override readonly httpStatus = 409;
+  declare readonly code: typeof PredictionLogOffError.code;
+}
+
+/** A feedback body is not `{"id", "value" | "label" | "reward"}`. */
+export class FeedbackInvalidError extends BatchserveError {
+  static override readonly code = 'BS_ERR_FEEDBACK_INVALID';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof FeedbackInvalidError.code;
+}
+
+/** Feedback names a request id the model's prediction log does not hold. */
+export class FeedbackUnknownIdError extends BatchserveError {
+  static override readonly code = 'BS_ERR_FEEDBACK_UNKNOWN_ID';
+  static override readonly httpStatus = 404;
+  declare readonly code: typeof FeedbackUnknownIdError.code;
+}
+
+/** The log holds too little to report on: fewer than two variants, or a variant without a sample. */
+export class ExperimentDataError extends BatchserveError {
+  static override readonly code = 'BS_ERR_EXPERIMENT_DATA';
+  static override readonly httpStatus = 400;
+  static override readonly exitCode = 2;
+  declare readonly code: typeof ExperimentDataError.code;
+}
+
 /** Every error class, for docs/errors.md and the test that keeps it in sync. */
 export const errorClasses = [
   UsageError,
@@ -375,4 +414,9 @@ export const errorClasses = [
   CheckpointError,
   ShardMergeError,
   PredictRowsFailedError,
+  PredictionLogReadError,
+  PredictionLogOffError,
+  FeedbackInvalidError,
+  FeedbackUnknownIdError,
+  ExperimentDataError,
 ] as const;

@@ -136,6 +136,18 @@ export class ServerMetrics {
     labelNames: ['model', 'version'],
     registers: [this.registry],
   });
+  readonly #logDropped = new Counter({
+    name: 'batchserve_prediction_log_dropped_total',
+    help: 'Prediction log records lost, by reason: buffer_full (the disk fell behind), write_failed (a write failed: a full or read-only disk) or closed (after shutdown), in records.',
+    labelNames: ['model', 'reason'],
+    registers: [this.registry],
+  });
+  readonly #feedback = new Counter({
+    name: 'batchserve_feedback_total',
+    help: 'Feedback joined to a logged prediction, by the version that answered it, in requests.',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
   /** model → version → [agreed, compared], for the agreement gauge. */
   readonly #shadowCounts = new Map<string, Map<string, [number, number]>>();
 
@@ -236,6 +248,14 @@ export class ServerMetrics {
     counts[1] += 1;
     versions.set(version, counts);
     this.#shadowAgreement.labels(model, version).set(counts[0] / counts[1]);
+  }
+
+  predictionLogDropped(model: string, reason: string, records: number): void {
+    this.#logDropped.labels(model, reason).inc(records);
+  }
+
+  feedbackJoined(model: string, version: string): void {
+    this.#feedback.labels(model, version).inc();
   }
 
   /** The exposition text; serialization happens here, on scrape, never on the hot path. */

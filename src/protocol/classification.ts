@@ -40,6 +40,22 @@ export function classify(name: string, tensor: ort.Tensor, count: number, labels
   return new ort.Tensor('string', out, batched ? [rows, k] : [k]);
 }
 
+/** The `count` best classes of each row of a float scores tensor ([rows, classes] or [classes]), best first. */
+export function topClassesPerRow(tensor: ort.Tensor, count: number): { index: number; score: number }[][] {
+  const batched = tensor.dims.length >= 2;
+  const rows = batched ? (tensor.dims[0] as number) : 1;
+  const classes = batched ? tensor.dims.slice(1).reduce((a, b) => a * b, 1) : tensor.data.length;
+  const scores: Scores =
+    tensor.type === 'float16' ? Float32Array.from(tensor.data as Uint16Array, halfToFloat) : (tensor.data as Scores);
+  const k = Math.min(count, classes);
+  return Array.from({ length: rows }, (_, row) =>
+    topIndices(scores, row * classes, classes, k).map((at) => ({
+      index: at - row * classes,
+      score: Number(scores[at]),
+    })),
+  );
+}
+
 /** Whether element `a` ranks before element `b`. */
 function ranksBefore(scores: Scores, a: number, b: number): boolean {
   const x = scores[a] as number | bigint;

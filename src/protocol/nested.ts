@@ -13,7 +13,8 @@ export function tensorToNested(tensor: ort.Tensor): unknown {
   return build(0, 0);
 }
 
-function plainValues(tensor: ort.Tensor): unknown[] {
+/** A tensor's elements as plain JSON values, in order. */
+export function plainValues(tensor: ort.Tensor): unknown[] {
   const data = tensor.data;
   if (Array.isArray(data)) return data;
   if (tensor.type === 'float16') return Array.from(data as Uint16Array, halfToFloat);

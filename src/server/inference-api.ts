@@ -1,6 +1,14 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
-import { ForbiddenError, InferenceFailedError, InferenceInputError, ModelNotReadyError } from '../core/errors.js';
+import {
+  BatchserveError,
+  FeedbackInvalidError,
+  ForbiddenError,
+  InferenceFailedError,
+  InferenceInputError,
+  ModelNotReadyError,
+} from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
@@ -25,6 +33,8 @@ import { tensorToNested } from '../protocol/nested.js';
 import { prepareV2Request, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
 import type { HandlerRequest } from '../core/request.js';
 import type { RequestOutcome } from './request-outcome.js';
+import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
+import type { RouteChoice } from '../traffic/version-router.js';
 
 export const V2_EXTENSIONS = [
   'binary_tensor_data',
@@ -46,6 +56,7 @@ export interface InferenceApiOptions {
   readonly modelControl: 'explicit' | 'none';
   /** Called once per request that reached a model version (and once per shadow copy). */
   readonly requestFinished: (outcome: RequestOutcome) => void;
+  readonly logs: PredictionLogs;
 }
 
 const MODEL = '([^/]+)';
@@ -71,21 +82,24 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     served: boolean,
     modelOf: () => LoadedModel | undefined,
     work: () => Promise<SubmitResult>,
+    loggedOf: () => LoggedRequest | undefined,
   ): Promise<SubmitResult> => {
     const started = process.hrtime.bigint();
     let result: SubmitResult | undefined;
     let status = 200;
+    let errorCode: string | undefined;
     try {
       result = await work();
       return result;
     } catch (error) {
       status = statusOf(error);
+      errorCode = error instanceof BatchserveError ? error.code : undefined;
       throw error;
     } finally {
       const model = modelOf();
       if (model) {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        options.requestFinished({ model, served, status, seconds, result });
+        options.requestFinished({ model, served, status, seconds, result, errorCode, logged: loggedOf() });
       }
     }
   };
@@ -96,8 +110,11 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     ): RouteHandler =>
     async (req, res, params, url) => {
       let model: LoadedModel | undefined;
+      let logged: LoggedRequest | undefined;
+      const choice: RouteChoice = { routing: 'explicit', stickyKey: undefined };
+      res.setHeader('x-request-id', clientRequestId(req) ?? randomUUID());
       const pick = (): LoadedModel => {
-        model = choose(params, req, url);
+        model = choose(params, req, url, choice);
         // Set before anything can fail, so error answers also say which version they came from.
         res.setHeader('x-model-version', model.version);
         requireReady(model, ready(model));
@@ -118,26 +135,45 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
               chosen = pick();
             }
             const shadows = params[1] === undefined ? traffic : undefined;
-            return await work(req, res, { model: chosen, body, shadows, reservation });
+            if (options.logs.sample(chosen))
+              logged = loggedRequest(req, res, choice, body, options.logs.keepsInputs(chosen));
+            return await work(req, res, { model: chosen, body, shadows, reservation, logged });
           } finally {
             reservation?.release();
           }
         },
+        () => logged,
       );
     };
-  const choose = ([name, version]: RouteParams, req: IncomingMessage, url: URL): LoadedModel =>
-    version === undefined ? traffic.router.route(name as string, req, url) : repository.get(name as string, version);
-  /** Runs a shadow copy and records its outcome like any request's. */
+  const choose = ([name, version]: RouteParams, req: IncomingMessage, url: URL, choice: RouteChoice): LoadedModel => {
+    if (version === undefined) return traffic.router.route(name as string, req, url, choice);
+    choice.routing = 'explicit';
+    return repository.get(name as string, version);
+  };
+  /** Runs a shadow copy and records its outcome like any request's; logged when the served request is. */
   const shadowRun =
+    (logged: LoggedRequest | undefined) =>
     (run: (shadow: LoadedModel) => Promise<SubmitResult>) =>
     (shadow: LoadedModel): Promise<SubmitResult> =>
       recorded(
         false,
         () => shadow,
         () => run(shadow),
+        () => logged,
       );
+  const feedbackRoute: RouteHandler = async (req, res, [name]) => {
+    requireMediaType(req, JSON_TYPES);
+    const body = await readBody(req, options.maxRequestSize);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body.toString('utf8'));
+    } catch (error) {
+      throw new FeedbackInvalidError(`the feedback body is not JSON: ${(error as Error).message}`);
+    }
+    sendJson(res, 200, await options.logs.feedback(name as string, parsed));
+  };
   const inferV2Route = modelRoute(
-    (req, res, admitted) => inferV2(req, res, admitted, shadowRun),
+    (req, res, admitted) => inferV2(req, res, admitted, shadowRun(admitted.logged)),
     // The first binary input follows the JSON header: aligned, it is read in place.
     (req) => Number(req.headers['inference-header-content-length']) || 0,
   );
@@ -250,7 +286,17 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     {
       method: 'POST',
       path: new RegExp(`^/predictions/${MODEL}(?:/([^/]+))?$`),
-      handle: modelRoute((req, res, admitted) => predict(req, res, admitted, shadowRun)),
+      handle: modelRoute((req, res, admitted) => predict(req, res, admitted, shadowRun(admitted.logged))),
+    },
+    {
+      method: 'POST',
+      path: new RegExp(`^/v2/models/${MODEL}/feedback$`),
+      handle: feedbackRoute,
+    },
+    {
+      method: 'POST',
+      path: new RegExp(`^/feedback/${MODEL}$`),
+      handle: feedbackRoute,
     },
   ];
 }
@@ -293,6 +339,8 @@ interface Admitted {
   readonly shadows: TrafficControl | undefined;
   /** The queue place held since the headers; undefined when the version was picked again. */
   readonly reservation: QueueReservation | undefined;
+  /** Set when the prediction log takes this request. */
+  readonly logged: LoggedRequest | undefined;
 }
 
 type ShadowRun = (
@@ -302,7 +350,7 @@ type ShadowRun = (
 async function inferV2(
   req: IncomingMessage,
   res: ServerResponse,
-  { model, body, shadows, reservation }: Admitted,
+  { model, body, shadows, reservation, logged }: Admitted,
   shadowRun: ShadowRun,
 ): Promise<SubmitResult> {
   const headerLength = req.headers['inference-header-content-length'];
@@ -314,6 +362,12 @@ async function inferV2(
     },
     model.signature,
   );
+  if (prepared.id !== undefined && HEADER_SAFE.test(prepared.id)) res.setHeader('x-request-id', prepared.id);
+  if (logged) {
+    logged.id = res.getHeader('x-request-id') as string;
+    logged.rows = prepared.rows;
+    if (logged.body) logged.prepared = prepared;
+  }
   const shadowed = shadows?.mirror(
     model,
     shadowRun((shadow) => {
@@ -321,7 +375,9 @@ async function inferV2(
       return shadow.infer(handlerRequest(copy, false), submitOptions(copy));
     }),
   );
-  const result = await model.infer(handlerRequest(prepared, shadowed === undefined), {
+  // A request whose inputs the log keeps must stay whole: it is copied into the instance, not moved.
+  const movable = shadowed === undefined && logged?.body === undefined;
+  const result = await model.infer(handlerRequest(prepared, movable), {
     ...submitOptions(prepared),
     signal: disconnectSignal(res),
     ...(reservation ? { reservation } : {}),
@@ -368,7 +424,7 @@ function submitOptions(prepared: PreparedRequest): SubmitOptions {
 async function predict(
   req: IncomingMessage,
   res: ServerResponse,
-  { model, body, shadows, reservation }: Admitted,
+  { model, body, shadows, reservation, logged }: Admitted,
   shadowRun: ShadowRun,
 ): Promise<SubmitResult> {
   if (body.length === 0) throw new InferenceInputError('the request body is empty');
@@ -379,7 +435,8 @@ async function predict(
     model,
     shadowRun((shadow) => shadow.infer(request, { rows: 1, shapeKey })),
   );
-  const result = await model.infer(shadowed === undefined ? { ...request, movable: true } : request, {
+  const movable = shadowed === undefined && logged?.body === undefined;
+  const result = await model.infer(movable ? { ...request, movable: true } : request, {
     rows: 1,
     shapeKey,
     signal: disconnectSignal(res),
@@ -388,6 +445,33 @@ async function predict(
   shadowed?.(result.response);
   sendPrediction(res, result.response);
   return result;
+}
+
+/** Request ids that can travel in a header: printable ASCII, and not too long to log. */
+const HEADER_SAFE = /^[\x21-\x7e][\x20-\x7e]{0,255}$/;
+
+function clientRequestId(req: IncomingMessage): string | undefined {
+  const id = req.headers['x-request-id'];
+  return typeof id === 'string' && HEADER_SAFE.test(id) ? id : undefined;
+}
+
+/** A sampled request's log entry; its body is kept only when the log keeps inputs. */
+function loggedRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  choice: RouteChoice,
+  body: Buffer,
+  keepsInputs: boolean,
+): LoggedRequest {
+  return {
+    routing: choice.routing,
+    stickyKey: choice.stickyKey,
+    id: res.getHeader('x-request-id') as string,
+    rows: 1,
+    body: keepsInputs ? body : undefined,
+    contentType: mediaType(req),
+    prepared: undefined,
+  };
 }
 
 function sendPrediction(res: ServerResponse, response: unknown): void {

@@ -1,27 +1,26 @@
-import type { SubmitResult } from '../batching/batcher.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
-import type { LoadedModel } from '../repository/loaded-model.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
+import type { FinishedRequest, LoggedRequest, PredictionLogs } from './prediction-logging.js';
 
 /** How one request to a model version ended, as the request itself saw it. */
-export interface RequestOutcome {
-  readonly model: LoadedModel;
-  /** False for a shadow's copy: it counts in the version's statistics, not in served traffic. */
-  readonly served: boolean;
-  /** The HTTP status it was (or, for a shadow, would have been) answered with. */
-  readonly status: number;
-  /** From its headers to its answer. */
-  readonly seconds: number;
-  /** Set when a forward pass answered it. */
-  readonly result: SubmitResult | undefined;
+export interface RequestOutcome extends FinishedRequest {
+  /** Set when the prediction log took the request. */
+  readonly logged: LoggedRequest | undefined;
 }
 
 /**
  * The one place a request's metrics and statistics are recorded: Prometheus counters and
- * histograms, the v2 statistics, and the canary's judgement all read the same outcome.
+ * histograms, the v2 statistics, the canary's judgement and the prediction log all read the
+ * same outcome.
  */
-export function outcomeRecorder(metrics: ServerMetrics, traffic: TrafficControl): (outcome: RequestOutcome) => void {
-  return ({ model, served, status, seconds, result }) => {
+export function outcomeRecorder(
+  metrics: ServerMetrics,
+  traffic: TrafficControl,
+  logs: PredictionLogs,
+): (outcome: RequestOutcome) => void {
+  return (outcome) => {
+    const { model, served, status, seconds, result, logged } = outcome;
+    if (logged !== undefined) logs.record(outcome, logged);
     const totalNs = Math.round(seconds * 1e9);
     if (result) {
       const { timings, queueNs } = result;

@@ -141,6 +141,11 @@ export const serverConfigSchema = {
       values: modelPolicySpec,
       description: 'Per model name: version policy, default version and traffic (A/B split, sticky key, shadow).',
     },
+    prediction_log: {
+      kind: 'string',
+      description:
+        "Turns on every model's prediction log (docs/experiments.md), each in `<dir>/<model>/`, with the defaults of `prediction_log` in model-config.yaml; a model's own `prediction_log` keys win.",
+    },
     state_file: {
       kind: 'string',
       default: 'batchserve-state.json',
@@ -177,6 +182,7 @@ export interface ServerConfig {
   readonly model_control: 'explicit' | 'none';
   readonly allowed_urls: readonly string[];
   readonly model_policies?: Readonly<Record<string, ModelPolicy>>;
+  readonly prediction_log?: string;
   readonly state_file: string;
 }
 

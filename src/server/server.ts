@@ -13,6 +13,7 @@ import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
 import { inferenceRoutes } from './inference-api.js';
 import { outcomeRecorder } from './request-outcome.js';
+import { PredictionLogs } from './prediction-logging.js';
 import { managementRoutes } from './management-api.js';
 import { apiPorts, bindError, checkPortsFree, type ApiPort } from './ports.js';
 import type { ServerConfig } from './server-config.js';
@@ -78,8 +79,11 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   let inFlight = 0;
   const servers: Server[] = [];
   let traffic: TrafficControl | undefined;
+  let logs: PredictionLogs | undefined;
   const cleanUp = async (): Promise<void> => {
     traffic?.close();
+    // After the servers stop answering, so the last answers' records are in it.
+    await logs?.close();
     await Promise.all(servers.map((server) => closeServer(server)));
     await repository.unloadAll();
     await removeWorkFolder(workFolder.path);
@@ -97,8 +101,19 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       policies: config.model_policies ?? {},
       stateFile,
       saved,
+      // Asked only when a canary starts, by then the logs below exist: feedback tells canaries,
+      // canaries ask whether feedback joins.
+      feedbackJoins: (model) => predictionLogs.joins(model),
     });
     traffic = control;
+    const predictionLogs = new PredictionLogs({
+      repository,
+      traffic: control,
+      metrics,
+      logger,
+      serverFolder: config.prediction_log === undefined ? undefined : resolve(config.prediction_log),
+    });
+    logs = predictionLogs;
 
     const handle = (routes: readonly Route[]) => (req: IncomingMessage, res: ServerResponse) => {
       const started = process.hrtime.bigint();
@@ -129,7 +144,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       isAccepting: () => accepting,
       token,
       modelControl: config.model_control,
-      requestFinished: outcomeRecorder(metrics, control),
+      requestFinished: outcomeRecorder(metrics, control, predictionLogs),
+      logs: predictionLogs,
     });
     const management = managementRoutes({
       repository,
@@ -340,6 +356,7 @@ function refuseWritesIntoStore(config: ServerConfig, workRoot: string): void {
     ['state_file', config.state_file],
   ];
   if (config.auth.enabled && config.auth.token === undefined) writes.push(['auth.key_file', config.auth.key_file]);
+  if (config.prediction_log !== undefined) writes.push(['prediction_log', config.prediction_log]);
   for (const [key, path] of writes) {
     const inside = relative(store, resolve(path));
     if (inside === '' || (inside !== '..' && !inside.startsWith(`..${sep}`) && !isAbsolute(inside))) {

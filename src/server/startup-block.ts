@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import type { ServerConfig } from './server-config.js';
@@ -23,6 +24,7 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig): s
     `  management  ${urls.management}   /models (${auth})`,
     `  metrics     ${urls.metrics}/metrics`,
     `  work dir    ${server.workDir}`,
+    ...(config.prediction_log === undefined ? [] : [`  predictions ${resolve(config.prediction_log)}/<model>/`]),
     '  models',
     ...server.repository.list().map((model) => `    ${describeModel(model)}`),
     ...server.startupFailures.map((failure) => `    FAILED ${failure.spec}: ${failure.message}`),
@@ -47,6 +49,7 @@ export function renderStartupLine(server: BatchServer, config: ServerConfig, now
     auth: server.token === undefined ? 'none' : server.keyFile ? 'key_file' : 'config',
     ...(server.keyFile ? { keyFile: server.keyFile } : {}),
     workDir: server.workDir,
+    ...(config.prediction_log === undefined ? {} : { predictionLog: resolve(config.prediction_log) }),
     models: server.repository.list().map((model) => ({
       name: model.name,
       version: model.version,

@@ -1,27 +1,19 @@
 import type { Logger } from 'pino';
 import { realClock, type Clock } from '../batching/clock.js';
-import { formatDuration, parseDuration } from '../config/schema-kit.js';
-import { CanaryConflictError, CanaryNotFoundError, UsageError } from '../core/errors.js';
+import { trafficSpec } from '../config/model-policy.js';
+import { formatDuration } from '../config/schema-kit.js';
+import { CanaryConflictError, CanaryNotFoundError } from '../core/errors.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
+import { breachOf, holdReason } from './canary-guardrails.js';
+import { formatAmount, formatRate, type CanarySettings } from './canary-settings.js';
+import type { ShadowComparison } from './shadow-compare.js';
 import type { VersionRouter } from './version-router.js';
-import { VersionWindow, type WindowFigures } from './version-window.js';
+import { VersionWindow, type FeedbackQuality, type WindowFigures } from './version-window.js';
 
-/** The guardrails and pace of one canary. */
-export interface CanarySettings {
-  readonly version: string;
-  /** Percent of the model's traffic the candidate gets at each step, rising, at most 100. */
-  readonly steps: readonly number[];
-  /** Microseconds each step lasts before it is judged. */
-  readonly interval: number;
-  /** The candidate's largest share of 5xx answers, 0..1. */
-  readonly max_error_rate: number;
-  /** Microseconds; the candidate's largest p99 latency, when set. */
-  readonly max_p99?: number;
-  /** Requests the candidate must have answered in a step before it may advance. */
-  readonly min_requests: number;
-}
+/** What feedback tells a canary (`TrafficControl.feedbackReceived`), offered with the canary's other types. */
+export type { FeedbackQuality } from './version-window.js';
 
 export type CanaryState = 'running' | 'promoted' | 'rolled_back';
 
@@ -64,6 +56,10 @@ export interface CanaryStatus {
   readonly max_error_rate: string;
   readonly max_p99: string | null;
   readonly min_requests: number;
+  readonly min_agreement: string | null;
+  readonly agreement_tolerance: number | null;
+  /** Absolute (accuracy points or reward units), so a plain number rather than a percentage. */
+  readonly max_quality_drop: string | null;
   readonly started_at: string;
   readonly step_started_at: string;
   readonly next_check_at: string | null;
@@ -73,13 +69,6 @@ export interface CanaryStatus {
   readonly live: Readonly<Record<string, WindowFigures>>;
   readonly history: readonly CanaryEvent[];
 }
-
-export const DEFAULT_CANARY = {
-  steps: [5, 20, 50, 100],
-  interval: 60_000_000,
-  max_error_rate: 0.01,
-  min_requests: 10,
-} as const;
 
 /** Keeps the history readable and the state file small on a canary that holds for days. */
 const HISTORY_LIMIT = 200;
@@ -116,11 +105,22 @@ export interface CanaryDependencies {
   readonly clock?: CanaryClock;
 }
 
+/** `shadow_tolerance`'s default, for a canary whose model has no traffic policy to take it from. */
+const DEFAULT_AGREEMENT_TOLERANCE = trafficSpec.fields.shadow_tolerance.default;
+
 /**
- * Moves a model's traffic to a candidate version step by step, judging each step by the
- * candidate's error rate and p99 against its guardrails, and rolls back to 100 % stable at
- * the first breach. A breach needs no minimum of requests — a canary errs on the safe side —
- * while advancing needs `min_requests`, so a quiet step holds rather than passes unseen.
+ * Moves a model's traffic to a candidate version step by step, judging each step against its
+ * guardrails (canary-guardrails.ts), and rolls back to 100 % stable at the first breach:
+ * - the candidate's error rate and p99, which breach without a minimum of requests — a canary
+ *   errs on the safe side;
+ * - with `min_agreement`, its agreement with the stable version: while the canary runs, every
+ *   request the stable answers is mirrored to the candidate (the canary's shadow wins over
+ *   the traffic policy's) and the two answers compared as shadows are; a mirrored copy that
+ *   failed counts as not agreeing, since a candidate that errs does not agree;
+ * - with `max_quality_drop`, the quality feedback shows for each version: accuracy from label
+ *   feedback, else mean reward, the candidate's no more than the limit below the stable's.
+ * Advancing needs `min_requests` of each sample the guardrails judge — requests, mirrored
+ * answers, feedback per version — so a quiet step holds rather than passes unseen.
  */
 export class CanaryController {
   readonly #records = new Map<string, CanaryRecord>();
@@ -171,7 +171,14 @@ export class CanaryController {
       model: name,
       stable,
       candidate: candidate.version,
-      settings,
+      // Fixed at the start, so a later change of the traffic policy leaves a running canary's judgement alone.
+      settings:
+        settings.min_agreement === undefined || settings.agreement_tolerance !== undefined
+          ? settings
+          : {
+              ...settings,
+              agreement_tolerance: this.#deps.router.traffic(name)?.shadow_tolerance ?? DEFAULT_AGREEMENT_TOLERANCE,
+            },
       state: 'running',
       step: 0,
       started_at: now,
@@ -206,6 +213,9 @@ export class CanaryController {
       max_error_rate: formatRate(settings.max_error_rate),
       max_p99: settings.max_p99 === undefined ? null : formatDuration(settings.max_p99),
       min_requests: settings.min_requests,
+      min_agreement: settings.min_agreement === undefined ? null : formatRate(settings.min_agreement),
+      agreement_tolerance: settings.agreement_tolerance ?? null,
+      max_quality_drop: settings.max_quality_drop === undefined ? null : formatAmount(settings.max_quality_drop),
       started_at: record.started_at,
       step_started_at: record.step_started_at,
       next_check_at: running ? this.#nextCheck(record) : null,
@@ -238,6 +248,26 @@ export class CanaryController {
     else if (model.version === running.record.stable) running.stable.record(status, seconds);
   }
 
+  /**
+   * One mirrored copy compared with the answer it shadowed; counted for a running canary with
+   * `min_agreement` when the stable version served and the candidate answered the copy.
+   */
+  answersCompared(served: LoadedModel, shadow: LoadedModel, result: ShadowComparison): void {
+    const running = this.#running.get(served.name);
+    if (running === undefined || running.record.settings.min_agreement === undefined) return;
+    if (served.version === running.record.stable && shadow.version === running.record.candidate) {
+      running.candidate.recordComparison(result);
+    }
+  }
+
+  /** One feedback joined to a prediction `model` made; counted when it belongs to a running canary. */
+  feedbackReceived(model: LoadedModel, quality: FeedbackQuality): void {
+    const running = this.#running.get(model.name);
+    if (running === undefined) return;
+    if (model.version === running.record.candidate) running.candidate.recordFeedback(quality);
+    else if (model.version === running.record.stable) running.stable.recordFeedback(quality);
+  }
+
   close(): void {
     for (const running of this.#running.values()) this.#clock.clearTimeout(running.timer);
     this.#running.clear();
@@ -253,10 +283,22 @@ export class CanaryController {
   }
 
   #run(record: CanaryRecord): void {
-    const running: RunningCanary = { record, stable: new VersionWindow(), candidate: new VersionWindow(), timer: 0 };
+    const { min_agreement: minAgreement, agreement_tolerance: tolerance } = record.settings;
+    const running: RunningCanary = {
+      record,
+      stable: new VersionWindow(),
+      candidate: new VersionWindow({ compares: minAgreement !== undefined }),
+      timer: 0,
+    };
     this.#running.set(record.model, running);
     this.#arm(running);
     this.#applySplit(record);
+    if (minAgreement !== undefined) {
+      this.#deps.router.setCanaryShadow(record.model, {
+        version: record.candidate,
+        tolerance: tolerance ?? DEFAULT_AGREEMENT_TOLERANCE,
+      });
+    }
   }
 
   #arm(running: RunningCanary): void {
@@ -278,16 +320,14 @@ export class CanaryController {
       this.#end(record, 'rolled_back', `version ${record.candidate} is no longer loaded`);
       return;
     }
-    const candidate = running.candidate.figures();
-    const stable = running.stable.figures();
-    const figures = { candidate, stable };
-    const breach = breachOf(candidate, settings);
+    const figures = { candidate: running.candidate.figures(), stable: running.stable.figures() };
+    const breach = breachOf(figures, settings);
     if (breach !== undefined) {
       this.#end(record, 'rolled_back', breach, figures);
       return;
     }
-    if (candidate.requests < settings.min_requests) {
-      const reason = `${candidate.requests} of the ${settings.min_requests} requests needed to judge the step`;
+    const reason = holdReason(figures, settings, weightOf(record));
+    if (reason !== undefined) {
       const last = record.history.at(-1);
       if (last?.event === 'held' && last.weight === weightOf(record)) record.history.pop();
       this.#push(record, { event: 'held', reason, ...figures });
@@ -324,6 +364,7 @@ export class CanaryController {
     const winner = state === 'promoted' ? record.candidate : record.stable;
     if (repository.peek(record.model, winner)) repository.setDefault(record.model, winner);
     router.setCanarySplit(record.model, undefined);
+    router.setCanaryShadow(record.model, undefined);
     this.#deps.metrics.canaryWeight(record.model, record.candidate, weightOf(record));
     this.#push(record, { event: state, reason, ...figures });
     this.#deps.logger[state === 'promoted' ? 'info' : 'warn'](
@@ -365,89 +406,4 @@ function weightOf(record: CanaryRecord): number {
   if (record.state === 'promoted') return 100;
   if (record.state === 'rolled_back') return 0;
   return record.settings.steps[record.step] ?? 100;
-}
-
-function breachOf(candidate: WindowFigures, settings: CanarySettings): string | undefined {
-  if (candidate.requests > 0 && candidate.error_rate > settings.max_error_rate) {
-    return `error rate ${formatRate(candidate.error_rate)} (${candidate.errors} of ${candidate.requests}) above ${formatRate(settings.max_error_rate)}`;
-  }
-  const p99 = candidate.p99_ms;
-  if (settings.max_p99 !== undefined && p99 !== undefined && p99 * 1000 > settings.max_p99) {
-    return `p99 ${p99.toFixed(1)} ms above ${formatDuration(settings.max_p99)}`;
-  }
-  return undefined;
-}
-
-const formatRate = (rate: number): string => `${Number((rate * 100).toPrecision(3))}%`;
-
-/**
- * A canary request as the management API takes it: `version` and, optionally, `steps` (a list
- * or "5,20,50,100"), `interval` ("60s"), `max_error_rate` ("0.1%" or a fraction),
- * `max_p99` ("200ms"), `min_requests`.
- */
-export function parseCanarySettings(raw: unknown): CanarySettings {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    throw new UsageError('a canary needs a JSON object such as {"version": "2"}');
-  }
-  const body = raw as Record<string, unknown>;
-  const known = ['version', 'steps', 'interval', 'max_error_rate', 'max_p99', 'min_requests'];
-  const unknown = Object.keys(body).filter((key) => !known.includes(key));
-  if (unknown.length > 0)
-    throw new UsageError(`unknown canary key(s) ${unknown.join(', ')} (expected ${known.join(', ')})`);
-  const version = body.version;
-  if (typeof version !== 'string' && typeof version !== 'number') {
-    throw new UsageError('a canary needs "version": the candidate version');
-  }
-  const steps = parseSteps(body.steps ?? DEFAULT_CANARY.steps);
-  const interval = body.interval === undefined ? DEFAULT_CANARY.interval : parseDuration(body.interval);
-  if (interval === undefined || interval < 1000) {
-    throw new UsageError(
-      `interval must be a duration of at least 1ms, such as "60s"; got ${JSON.stringify(body.interval)}`,
-    );
-  }
-  const maxP99 = body.max_p99 === undefined || body.max_p99 === null ? undefined : parseDuration(body.max_p99);
-  if (body.max_p99 !== undefined && body.max_p99 !== null && (maxP99 === undefined || maxP99 === 0)) {
-    throw new UsageError(`max_p99 must be a duration such as "200ms", got ${JSON.stringify(body.max_p99)}`);
-  }
-  const minRequests = body.min_requests ?? DEFAULT_CANARY.min_requests;
-  if (!Number.isSafeInteger(minRequests) || (minRequests as number) < 1) {
-    throw new UsageError(`min_requests must be a positive integer, got ${JSON.stringify(body.min_requests)}`);
-  }
-  return {
-    version: String(version),
-    steps,
-    interval,
-    max_error_rate: parseRate(body.max_error_rate ?? DEFAULT_CANARY.max_error_rate),
-    ...(maxP99 !== undefined ? { max_p99: maxP99 } : {}),
-    min_requests: minRequests as number,
-  };
-}
-
-function parseSteps(value: unknown): number[] {
-  const list = typeof value === 'string' ? value.split(',').map((part) => Number(part.trim())) : value;
-  const ok =
-    Array.isArray(list) &&
-    list.length > 0 &&
-    list.every(
-      (step, index) => typeof step === 'number' && step > 0 && step <= 100 && (index === 0 || step > list[index - 1]),
-    );
-  if (!ok) {
-    throw new UsageError(
-      `steps must be rising percentages above 0 and at most 100, such as 5,20,50,100; got ${JSON.stringify(value)}`,
-    );
-  }
-  return list as number[];
-}
-
-/** "0.1%" is 0.001; a bare number is a fraction. */
-export function parseRate(value: unknown): number {
-  const text = typeof value === 'number' ? String(value) : typeof value === 'string' ? value.trim() : '';
-  const match = /^(\d+(?:\.\d+)?)(%?)$/.exec(text);
-  const rate = match ? Number(match[1]) / (match[2] === '%' ? 100 : 1) : NaN;
-  if (!(rate >= 0 && rate <= 1)) {
-    throw new UsageError(
-      `max_error_rate must be a percentage such as "0.1%" or a fraction from 0 to 1, got ${JSON.stringify(value)}`,
-    );
-  }
-  return rate;
 }

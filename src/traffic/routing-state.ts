@@ -94,6 +94,17 @@ function looksLikeCanary(value: unknown): value is CanaryRecord {
     typeof record.step === 'number' &&
     Array.isArray(record.history) &&
     Array.isArray(record.settings?.steps) &&
-    typeof record.settings?.interval === 'number'
+    typeof record.settings?.interval === 'number' &&
+    // A setting saved as anything but a number would make its check compare false, and never trip.
+    NUMBER_SETTINGS.every((key) => ['number', 'undefined'].includes(typeof record.settings?.[key]))
   );
 }
+
+const NUMBER_SETTINGS = [
+  'max_error_rate',
+  'max_p99',
+  'min_requests',
+  'min_agreement',
+  'agreement_tolerance',
+  'max_quality_drop',
+] as const satisfies readonly (keyof CanaryRecord['settings'])[];

@@ -2,6 +2,9 @@ import { isDeepStrictEqual } from 'node:util';
 import type * as ort from 'onnxruntime-node';
 import { isTensorMap } from '../core/tensors.js';
 
+/** How a mirrored copy ended: its answer agreed with the served one, differed, or never came. */
+export type ShadowComparison = 'agree' | 'disagree' | 'failed';
+
 /**
  * Whether a shadow version's answer agrees with the serving one's. Tensors agree when they
  * have the same names, types and shapes and every number is within `tolerance` relative

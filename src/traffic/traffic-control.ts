@@ -4,12 +4,14 @@ import { CanaryConflictError, ConfigInvalidError, ModelNotFoundError } from '../
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
-import { CanaryController, parseCanarySettings, type CanaryClock, type CanaryStatus } from './canary.js';
+import { CanaryController, type CanaryClock, type CanaryStatus } from './canary.js';
+import { parseCanarySettings } from './canary-settings.js';
 import type { RoutingStateFile } from './routing-state.js';
 import { type ModelRouting } from './routing-state.js';
 import { answersAgree } from './shadow-compare.js';
 import { trafficProblems, trafficSpec, type ModelPolicy, type TrafficPolicy } from '../config/model-policy.js';
 import { VersionRouter } from './version-router.js';
+import type { FeedbackQuality } from './version-window.js';
 
 export interface TrafficView {
   readonly model: string;
@@ -31,6 +33,11 @@ export interface TrafficControlOptions {
   readonly saved: ReadonlyMap<string, ModelRouting>;
   /** Times the canaries' checks; default: real time. Injectable so a test can drive a canary. */
   readonly clock?: CanaryClock;
+  /**
+   * Whether feedback on the model's predictions can be joined to the version that made them
+   * (it needs their prediction log); a canary guarded on quality needs that. Absent: never.
+   */
+  readonly feedbackJoins?: (model: string) => boolean;
 }
 
 /**
@@ -131,6 +138,11 @@ export class TrafficControl {
 
   async startCanary(name: string, raw: unknown): Promise<CanaryStatus> {
     const settings = parseCanarySettings(raw);
+    if (settings.max_quality_drop !== undefined && !(this.#options.feedbackJoins?.(name) ?? false)) {
+      throw new CanaryConflictError(
+        `max_quality_drop needs the prediction log of ${name} (prediction_log in its config or serve --prediction-log DIR): feedback joins to predictions through it`,
+      );
+    }
     // The configured split would take over again when the canary ends, undoing its verdict.
     if (this.router.traffic(name)?.split) {
       throw new CanaryConflictError(
@@ -163,10 +175,15 @@ export class TrafficControl {
     this.#canaries.requestFinished(model, status, seconds);
   }
 
+  /** Every feedback joined to a prediction of `model` (the version that answered), for the canaries' quality guardrail. */
+  feedbackReceived(model: LoadedModel, quality: FeedbackQuality): void {
+    this.#canaries.feedbackReceived(model, quality);
+  }
+
   /**
-   * Mirrors a request to the model's shadow version, if it has one: the copy runs on its own,
-   * its answer is compared with the served one and dropped. Returns a callback that takes the
-   * served answer once it is there.
+   * Mirrors a request to the model's shadow version, if it has one (a canary guarded on
+   * agreement imposes its candidate): the copy runs on its own, its answer is compared with the
+   * served one and dropped. Returns a callback that takes the served answer once it is there.
    */
   mirror(
     served: LoadedModel,
@@ -189,6 +206,7 @@ export class TrafficControl {
               ? 'agree'
               : 'disagree';
         metrics.shadowCompared(served.name, target.model.version, result, shadow?.seconds ?? 0);
+        this.#canaries.answersCompared(served, target.model, result);
       });
     };
   }

@@ -4,6 +4,7 @@ import type { ModelRepository } from '../repository/model-repository.js';
 import { compareVersions } from '../repository/version-policy.js';
 import { stickyDraw, versionSeed } from './sticky-hash.js';
 import type { TrafficPolicy } from '../config/model-policy.js';
+import type { Routing } from '../experiment/log-records.js';
 
 interface WeightedVersion {
   readonly version: string;
@@ -22,13 +23,28 @@ interface StickyKey {
 interface ModelRoute {
   /** In version order, so random picks lay the weights out the same way every time. */
   readonly split: readonly WeightedVersion[] | undefined;
+  /** Whose split it is: the configured traffic policy's or a running canary's. */
+  readonly splitBy: 'split' | 'canary';
   readonly sticky: StickyKey | undefined;
   readonly shadow: string | undefined;
   readonly shadowTolerance: number;
 }
 
+/** How `route` chose, for the prediction log: filled in by the call, owned by the caller. */
+export interface RouteChoice {
+  routing: Routing;
+  /** The sticky key's value when the split used one. */
+  stickyKey: string | undefined;
+}
+
 export interface ShadowTarget {
   readonly model: LoadedModel;
+  readonly tolerance: number;
+}
+
+/** The version a running canary mirrors requests to, and how close answers must be to agree. */
+export interface CanaryShadow {
+  readonly version: string;
   readonly tolerance: number;
 }
 
@@ -41,6 +57,7 @@ export interface ShadowTarget {
 export class VersionRouter {
   readonly #traffic = new Map<string, TrafficPolicy>();
   readonly #canarySplits = new Map<string, Readonly<Record<string, number>>>();
+  readonly #canaryShadows = new Map<string, CanaryShadow>();
   readonly #routes = new Map<string, ModelRoute>();
   readonly #repository: ModelRepository;
   readonly #random: () => number;
@@ -71,19 +88,43 @@ export class VersionRouter {
     this.#prepare(name);
   }
 
+  /**
+   * The shadow a running canary imposes, winning over the traffic policy's while it runs;
+   * undefined gives the model's shadow back to its traffic policy.
+   */
+  setCanaryShadow(name: string, shadow: CanaryShadow | undefined): void {
+    if (shadow === undefined) this.#canaryShadows.delete(name);
+    else this.#canaryShadows.set(name, shadow);
+    this.#prepare(name);
+  }
+
   /** The split in force now: the canary's, else the configured one. */
   effectiveSplit(name: string): Readonly<Record<string, number>> | undefined {
     return this.#canarySplits.get(name) ?? this.#traffic.get(name)?.split;
   }
 
-  route(name: string, req: IncomingMessage, url: URL): LoadedModel {
+  /** The version that answers; `choice`, when given, learns how it was chosen. */
+  route(name: string, req: IncomingMessage, url: URL, choice?: RouteChoice): LoadedModel {
     const route = this.#routes.get(name);
     const split = route?.split;
-    if (split === undefined) return this.#repository.get(name);
+    if (split === undefined) return this.#byDefault(name, choice);
     const sticky = route?.sticky;
     const key = sticky === undefined ? undefined : stickyKeyOf(sticky, req, url);
     const model = key === undefined ? this.#pickAtRandom(name, split) : this.#pickForKey(name, split, key);
-    return model ?? this.#repository.get(name);
+    if (model === undefined) return this.#byDefault(name, choice);
+    if (choice) {
+      choice.routing = (route as ModelRoute).splitBy;
+      choice.stickyKey = key;
+    }
+    return model;
+  }
+
+  #byDefault(name: string, choice: RouteChoice | undefined): LoadedModel {
+    if (choice) {
+      choice.routing = 'default';
+      choice.stickyKey = undefined;
+    }
+    return this.#repository.get(name);
   }
 
   /** Weighted rendezvous hashing over the ready versions (see `stickyDraw`). */
@@ -137,11 +178,13 @@ export class VersionRouter {
   #prepare(name: string): void {
     const traffic = this.#traffic.get(name);
     const split = this.effectiveSplit(name);
-    if (traffic === undefined && split === undefined) {
+    const canaryShadow = this.#canaryShadows.get(name);
+    if (traffic === undefined && split === undefined && canaryShadow === undefined) {
       this.#routes.delete(name);
       return;
     }
     this.#routes.set(name, {
+      splitBy: this.#canarySplits.has(name) ? 'canary' : 'split',
       split:
         split === undefined
           ? undefined
@@ -149,8 +192,8 @@ export class VersionRouter {
               .map(([version, weight]) => ({ version, weight, seed: versionSeed(version) }))
               .sort((a, b) => compareVersions(a.version, b.version)),
       sticky: traffic?.sticky_key === undefined ? undefined : parseStickyKey(traffic.sticky_key),
-      shadow: traffic?.shadow,
-      shadowTolerance: traffic?.shadow_tolerance ?? 0,
+      shadow: canaryShadow?.version ?? traffic?.shadow,
+      shadowTolerance: canaryShadow?.tolerance ?? traffic?.shadow_tolerance ?? 0,
     });
   }
 }

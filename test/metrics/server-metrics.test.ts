@@ -48,6 +48,8 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_shadow_requests_total: 'counter',
     batchserve_shadow_duration_seconds: 'histogram',
     batchserve_shadow_agreement_ratio: 'gauge',
+    batchserve_prediction_log_dropped_total: 'counter',
+    batchserve_feedback_total: 'counter',
   });
   for (const family of families.values()) {
     if (family.name.startsWith('batchserve_')) assert.match(family.help ?? '', /^\S.*, in [a-z]+\.$/, family.name);

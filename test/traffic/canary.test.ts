@@ -2,12 +2,11 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import FakeTimers from '@sinonjs/fake-timers';
 import { pino } from 'pino';
-import {
-  CanaryController,
-  type CanaryEvent,
-  type CanaryRecord,
-  type CanarySettings,
-} from '../../src/traffic/canary.js';
+import { renderCanaryStatus } from '../../src/cli/canary.js';
+import { CanaryController, type CanaryEvent, type CanaryRecord } from '../../src/traffic/canary.js';
+import type { CanarySettings } from '../../src/traffic/canary-settings.js';
+import type { ShadowComparison } from '../../src/traffic/shadow-compare.js';
+import type { FeedbackQuality } from '../../src/traffic/version-window.js';
 import { VersionRouter } from '../../src/traffic/version-router.js';
 import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
 import { fakeCanaryClock } from './fake-canary-clock.js';
@@ -46,6 +45,16 @@ async function canaryOf(t: TestContext, own = false) {
     const model = repository.get('affine', version);
     for (let index = 0; index < count; index++) controller.requestFinished(model, status, seconds);
   };
+  /** `count` mirrored copies of the stable's (v1) requests, answered by `shadow`, compared as `result`. */
+  const compare = (result: ShadowComparison, count = 1, served = '1', shadow = '2'): void => {
+    for (let index = 0; index < count; index++) {
+      controller.answersCompared(repository.get('affine', served), repository.get('affine', shadow), result);
+    }
+  };
+  /** `count` feedbacks joined to predictions of `version`. */
+  const feedback = (version: string, quality: FeedbackQuality, count = 1): void => {
+    for (let index = 0; index < count; index++) controller.feedbackReceived(repository.get('affine', version), quality);
+  };
   const start = (settings: Partial<CanarySettings>) =>
     controller.start('affine', {
       version: '2',
@@ -66,6 +75,8 @@ async function canaryOf(t: TestContext, own = false) {
     controller,
     fake,
     answer,
+    compare,
+    feedback,
     start,
     weightMetric,
     changes: () => changes,
@@ -300,6 +311,9 @@ test('status shows the settings as written, the live figures per version while r
     max_error_rate: '0.5%',
     max_p99: '250ms',
     min_requests: 3,
+    min_agreement: null,
+    agreement_tolerance: null,
+    max_quality_drop: null,
     started_at: at(0),
     step_started_at: at(0),
     next_check_at: at(90 * SECOND),
@@ -516,4 +530,226 @@ test('without an injected clock a canary runs on real time', async () => {
   } finally {
     clock.uninstall();
   }
+});
+
+test('min_agreement mirrors the stable’s requests to the candidate and rolls back on low agreement, once the comparisons reach min_requests', async (t) => {
+  const { repository, router, controller, fake, answer, compare, start } = await canaryOf(t);
+  const v1 = repository.get('affine', '1');
+  router.setTraffic('affine', { shadow: '3', shadow_tolerance: 0.5 });
+  const started = start({ steps: [10, 50, 100], min_requests: 5, min_agreement: 0.98 });
+  assert.deepEqual([started.min_agreement, started.agreement_tolerance], ['98%', 0.5]);
+  const target = router.shadowFor(v1);
+  assert.equal(target?.model.version, '2', 'the canary’s shadow wins over the policy’s');
+  assert.equal(target?.tolerance, 0.5, 'the tolerance defaults to the policy’s shadow_tolerance');
+  assert.equal(
+    router.shadowFor(repository.get('affine', '2')),
+    undefined,
+    'the candidate’s own answers are not mirrored',
+  );
+
+  answer('2', 5);
+  compare('disagree', 4);
+  // Copies the canary did not ask for: another served version, another shadow.
+  compare('disagree', 3, '3', '2');
+  compare('disagree', 3, '1', '3');
+  fake.tick(SECOND);
+  const held = controller.status('affine');
+  assert.equal(held.state, 'running', '4 comparisons, all disagreeing, are below the minimum of 5');
+  assert.equal(held.history.at(-1)?.reason, '4 of the 5 mirrored answers needed to judge agreement');
+  assert.deepEqual(
+    [held.live['2']?.compared, held.live['2']?.agreed, held.live['2']?.agreement],
+    [4, 0, 0],
+    'the candidate’s figures count the comparisons',
+  );
+  assert.ok(!('compared' in (held.live['1'] ?? {})), 'the stable version is not compared');
+
+  compare('agree', 45);
+  compare('failed');
+  fake.tick(SECOND);
+  const ended = controller.status('affine');
+  assert.equal(ended.state, 'rolled_back');
+  assert.equal(ended.reason, 'agreement 90% (45 of 50 mirrored answers) below 98%');
+  const verdict = ended.history.at(-1);
+  assert.deepEqual([verdict?.event, verdict?.candidate?.compared, verdict?.candidate?.agreed], ['rolled_back', 50, 45]);
+  assert.deepEqual(
+    [router.shadowFor(v1)?.model.version, router.shadowFor(v1)?.tolerance],
+    ['3', 0.5],
+    'the policy’s shadow is back once the canary ends',
+  );
+  compare('disagree');
+  assert.deepEqual(
+    controller.status('affine').history.at(-1)?.candidate?.compared,
+    50,
+    'an ended canary counts nothing',
+  );
+});
+
+test('agreement at exactly min_agreement advances; a 100 % step needs no comparisons; the shadow ends with the canary', async (t) => {
+  const { repository, router, controller, fake, answer, compare, start } = await canaryOf(t);
+  const v1 = repository.get('affine', '1');
+  start({ steps: [50, 100], min_requests: 2, min_agreement: 0.5 });
+  assert.equal(
+    controller.status('affine').agreement_tolerance,
+    1e-5,
+    'without a traffic policy: shadow_tolerance’s default',
+  );
+  assert.equal(router.shadowFor(v1)?.tolerance, 1e-5);
+  answer('2', 2);
+  compare('agree');
+  compare('disagree');
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').weight, 100);
+  // The stable version answers nothing at 100 %, so nothing is mirrored; agreement was judged before.
+  answer('2', 2);
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').state, 'promoted');
+  assert.equal(router.shadowFor(v1), undefined);
+});
+
+test('a restored canary with min_agreement mirrors again, with its saved tolerance', async (t) => {
+  const { repository, router, controller, fake, answer, compare } = await canaryOf(t);
+  controller.restore({
+    model: 'affine',
+    stable: '1',
+    candidate: '2',
+    settings: {
+      version: '2',
+      steps: [5, 100],
+      interval: SECOND * 1_000,
+      max_error_rate: 0.01,
+      min_requests: 2,
+      min_agreement: 0.9,
+      agreement_tolerance: 0.25,
+    },
+    state: 'running',
+    step: 0,
+    started_at: at(0),
+    step_started_at: at(0),
+    history: [],
+  });
+  const target = router.shadowFor(repository.get('affine', '1'));
+  assert.deepEqual([target?.model.version, target?.tolerance], ['2', 0.25]);
+  answer('2', 2);
+  compare('agree');
+  compare('failed');
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').reason, 'agreement 50% (1 of 2 mirrored answers) below 90%');
+});
+
+test('with max_quality_drop a step holds until both versions have min_requests feedbacks; a drop before that is no breach', async (t) => {
+  const { controller, fake, answer, feedback, start } = await canaryOf(t);
+  feedback('2', { correct: false }, 10);
+  start({ steps: [10, 100], min_requests: 3, max_quality_drop: 0.02 });
+  assert.equal(controller.status('affine').max_quality_drop, '0.02');
+  answer('2', 3);
+  feedback('2', { correct: false }, 2);
+  feedback('1', { correct: true }, 5);
+  feedback('3', { correct: false }, 5);
+  fake.tick(SECOND);
+  const held = controller.status('affine');
+  assert.equal(held.state, 'running');
+  assert.equal(held.weight, 10);
+  assert.equal(
+    held.history.at(-1)?.reason,
+    'feedback short of the 3 per version needed to judge quality (labels: candidate 2, stable 5; rewards: candidate 0, stable 0)',
+  );
+  assert.deepEqual(
+    [held.live['2']?.labels, held.live['2']?.correct, held.live['2']?.accuracy, held.live['1']?.accuracy],
+    [2, 0, 0, 1],
+    'feedback before the start and on other versions does not count',
+  );
+  feedback('2', { correct: true }, 3);
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').state, 'rolled_back', 'with the sample in, the drop counts');
+});
+
+test('a candidate accuracy within max_quality_drop of the stable’s advances; a larger drop rolls back, saying both figures', async (t) => {
+  const { controller, fake, answer, feedback, start } = await canaryOf(t);
+  start({ steps: [10, 50, 100], min_requests: 100, max_quality_drop: 0.02 });
+  answer('2', 100);
+  feedback('1', { correct: true }, 92);
+  feedback('1', { correct: false }, 8);
+  feedback('2', { correct: true }, 90);
+  feedback('2', { correct: false }, 10);
+  fake.tick(SECOND);
+  const advanced = controller.status('affine');
+  assert.equal(advanced.weight, 50, 'a drop of exactly 0.02 is inside the guardrail');
+  assert.deepEqual(
+    [advanced.history.at(-1)?.candidate?.accuracy, advanced.history.at(-1)?.stable?.accuracy],
+    [0.9, 0.92],
+  );
+  answer('2', 100);
+  feedback('1', { correct: true }, 92);
+  feedback('1', { correct: false }, 8);
+  feedback('2', { correct: true }, 89);
+  feedback('2', { correct: false }, 11);
+  fake.tick(SECOND);
+  const ended = controller.status('affine');
+  assert.equal(ended.state, 'rolled_back');
+  assert.equal(
+    ended.reason,
+    "accuracy 89% (89 of 100 labels) is 0.03 below the stable's 92% (92 of 100), more than the 0.02 allowed",
+  );
+  assert.deepEqual([ended.history.at(-1)?.candidate?.labels, ended.history.at(-1)?.stable?.correct], [100, 92]);
+});
+
+test('without label feedback on both versions, mean reward is compared', async (t) => {
+  const { controller, fake, answer, feedback, start } = await canaryOf(t);
+  start({ steps: [10, 50, 100], min_requests: 2, max_quality_drop: 0.1 });
+  answer('2', 2);
+  feedback('2', { correct: true });
+  feedback('2', { reward: 0.8 });
+  feedback('2', { reward: 1 });
+  feedback('1', { reward: 1 }, 2);
+  fake.tick(SECOND);
+  const advanced = controller.status('affine');
+  assert.equal(advanced.weight, 50, 'a mean reward 0.1 below the stable’s is inside the guardrail');
+  const figures = advanced.history.at(-1)?.candidate;
+  assert.equal(figures?.mean_reward, 0.9);
+  assert.ok(figures?.reward_sd !== undefined && Math.abs(figures.reward_sd - Math.SQRT1_2 / 5) < 1e-12);
+  answer('2', 2);
+  feedback('2', { reward: 0.5 });
+  feedback('2', { reward: 0.7 });
+  feedback('1', { reward: 1 });
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').weight, 50, 'one stable reward is short of the sample');
+  feedback('1', { reward: 1 });
+  fake.tick(SECOND);
+  const ended = controller.status('affine');
+  assert.equal(ended.state, 'rolled_back');
+  assert.equal(ended.reason, "mean reward 0.6 (2 rewards) is 0.4 below the stable's 1 (2), more than the 0.1 allowed");
+});
+
+test('a 100 % step is not held for feedback: the stable version has no new predictions to get it on', async (t) => {
+  const { controller, fake, answer, feedback, start } = await canaryOf(t);
+  start({ steps: [50, 100], min_requests: 1, max_quality_drop: 0.05 });
+  answer('2', 1);
+  feedback('2', { correct: true });
+  feedback('1', { correct: true });
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').weight, 100);
+  answer('2', 1);
+  fake.tick(SECOND);
+  assert.equal(controller.status('affine').state, 'promoted');
+});
+
+test('the CLI renders the agreement and quality guardrails with their live figures', async (t) => {
+  const { controller, answer, compare, feedback, start } = await canaryOf(t);
+  start({ min_agreement: 0.98, max_quality_drop: 0.02 });
+  const quiet = renderCanaryStatus(controller.status('affine'));
+  assert.match(
+    quiet,
+    /guardrails: error rate ≤ 1%, agreement ≥ 98% \(tolerance 0\.00001\), accuracy or mean reward at most 0\.02 below stable; each step runs 1s and needs 3 each of candidate requests, mirrored answers and feedbacks per version;/,
+  );
+  assert.match(quiet, /2 \(candidate\) .*│ 0 compared +│ — +│ — +│/);
+  answer('2', 2);
+  compare('agree', 3);
+  compare('disagree');
+  feedback('2', { correct: true }, 3);
+  feedback('2', { correct: false });
+  feedback('1', { reward: 0.5 }, 2);
+  feedback('1', { reward: 1 });
+  const busy = renderCanaryStatus(controller.status('affine'));
+  assert.match(busy, /2 \(candidate\) .*│ 75\.00% \(3 of 4\) +│ 75\.00% \(3 of 4\) +│ — +│/);
+  assert.match(busy, /1 \(stable\) .*│ — +│ — +│ 0\.667 \(3\) +│/);
 });

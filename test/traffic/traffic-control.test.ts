@@ -22,6 +22,7 @@ interface Setup {
   readonly saved?: Map<string, ModelRouting>;
   /** Where the state file goes; default: a fresh temp folder. */
   readonly statePath?: string;
+  readonly feedbackJoins?: (model: string) => boolean;
 }
 
 const affine = sharedVersions(['1', '2', '3']);
@@ -47,6 +48,7 @@ async function controlOf(t: TestContext, setup: Setup = {}) {
     stateFile,
     saved: setup.saved ?? new Map(),
     clock,
+    ...(setup.feedbackJoins ? { feedbackJoins: setup.feedbackJoins } : {}),
   });
   t.after(() => control.close());
   const saved = async (): Promise<unknown> => JSON.parse(await readFile(statePath, 'utf8'));
@@ -392,4 +394,85 @@ test('mirror sends a copy to the shadow version and counts agreement within its 
   const seconds = await shadowSeconds('2');
   // Two answers timed (a failed one is not): each took some time, and far less than seconds.
   assert.ok(seconds !== undefined && seconds > 0 && seconds < 5, `shadow seconds ${seconds}`);
+});
+
+test('a min_agreement canary counts the mirrored pairs traffic control compares, and the shadow metrics still count', async (t) => {
+  const { repository, control, fake, shadowCount } = await controlOf(t);
+  await control.setDefault('affine', '1');
+  await control.startCanary('affine', {
+    version: '2',
+    steps: [50, 100],
+    interval: '1s',
+    min_requests: 3,
+    min_agreement: '90%',
+    agreement_tolerance: 0.01,
+  });
+  const counted = async (): Promise<number> =>
+    ((await shadowCount('2', 'agree')) ?? 0) +
+    ((await shadowCount('2', 'disagree')) ?? 0) +
+    ((await shadowCount('2', 'failed')) ?? 0);
+  const before = await counted();
+  assert.equal(
+    control.mirror(repository.get('affine', '2'), () => assert.fail('the candidate’s answers are not mirrored')),
+    undefined,
+  );
+  for (const shadow of [1.005, 2, new Error('the candidate failed')]) {
+    const take = control.mirror(repository.get('affine', '1'), async (target) => {
+      assert.equal(target.version, '2');
+      if (shadow instanceof Error) throw shadow;
+      return { response: tensorOf(shadow) };
+    });
+    assert.ok(take !== undefined);
+    take(tensorOf(1));
+  }
+  await waitFor(async () => control.canaryStatus('affine').live['2']?.compared === 3);
+  assert.equal(control.canaryStatus('affine').live['2']?.agreed, 1, 'within the 1 % tolerance agrees');
+  assert.equal(await counted(), before + 3);
+  fake.tick(SECOND);
+  const ended = control.canaryStatus('affine');
+  assert.equal(ended.state, 'rolled_back');
+  assert.equal(ended.reason, 'agreement 33.3% (1 of 3 mirrored answers) below 90%');
+  assert.equal(
+    control.mirror(repository.get('affine', '1'), () => assert.fail('no shadow after the canary')),
+    undefined,
+  );
+});
+
+test('max_quality_drop needs feedback that joins; feedback reaches the canary; the guardrails survive the state file', async (t) => {
+  const refused = await controlOf(t);
+  await refused.control.setDefault('affine', '1');
+  await assert.rejects(refused.control.startCanary('affine', { version: '2', max_quality_drop: 0.02 }), {
+    code: 'BS_ERR_CANARY_CONFLICT',
+    message:
+      'max_quality_drop needs the prediction log of affine (prediction_log in its config or serve --prediction-log DIR): feedback joins to predictions through it',
+  });
+  assert.throws(() => refused.control.canaryStatus('affine'), { code: 'BS_ERR_CANARY_NOT_FOUND' });
+
+  const { repository, control, saved, statePath } = await controlOf(t, {
+    policies: { affine: { default_version: '1', traffic: { shadow: '3', shadow_tolerance: 0.5 } } },
+    feedbackJoins: (model) => model === 'affine',
+  });
+  const started = await control.startCanary('affine', {
+    version: '2',
+    min_agreement: '98%',
+    max_quality_drop: '2%',
+  });
+  assert.deepEqual(
+    [started.min_agreement, started.agreement_tolerance, started.max_quality_drop],
+    ['98%', 0.5, '0.02'],
+  );
+  control.feedbackReceived(repository.get('affine', '2'), { correct: true });
+  control.feedbackReceived(repository.get('affine', '1'), { reward: 0.5 });
+  const live = control.canaryStatus('affine').live;
+  assert.deepEqual([live['2']?.labels, live['1']?.rewards], [1, 1]);
+  const { settings } = await recordFrom(saved);
+  assert.deepEqual(
+    [settings.min_agreement, settings.agreement_tolerance, settings.max_quality_drop],
+    [0.98, 0.5, 0.02],
+  );
+
+  const reopened = await controlOf(t, { saved: await new RoutingStateFile(statePath).read() });
+  assert.deepEqual(reopened.control.canaryStatus('affine').agreement_tolerance, 0.5);
+  const target = reopened.control.router.shadowFor(repository.get('affine', '1'));
+  assert.deepEqual([target?.model.version, target?.tolerance], ['2', 0.5], 'the resumed canary mirrors again');
 });

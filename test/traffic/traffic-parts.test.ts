@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import * as ort from 'onnxruntime-node';
-import { parseCanarySettings, parseRate } from '../../src/traffic/canary.js';
+import { parseCanarySettings, parseRate } from '../../src/traffic/canary-settings.js';
 import { RoutingStateFile } from '../../src/traffic/routing-state.js';
 import { answersAgree } from '../../src/traffic/shadow-compare.js';
 import { stickyDraw, stickyPoint, versionSeed } from '../../src/traffic/sticky-hash.js';
@@ -73,7 +73,18 @@ test('shadow answers agree within the relative tolerance, on names, types and sh
 
 test('a version window counts 5xx as errors, not 4xx, and reports p99', () => {
   const window = new VersionWindow();
-  assert.deepEqual(window.figures(), { requests: 0, errors: 0, error_rate: 0, p99_ms: undefined });
+  assert.deepEqual(window.figures(), {
+    requests: 0,
+    errors: 0,
+    error_rate: 0,
+    p99_ms: undefined,
+    labels: 0,
+    correct: 0,
+    accuracy: undefined,
+    rewards: 0,
+    mean_reward: undefined,
+    reward_sd: undefined,
+  });
   for (let index = 0; index < 98; index++) window.record(200, 0.002);
   window.record(404, 0.001);
   window.record(503, 0.5);

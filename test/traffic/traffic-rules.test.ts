@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import * as ort from 'onnxruntime-node';
 import { validateField } from '../../src/config/schema-kit.js';
-import { parseCanarySettings, parseRate, type CanaryRecord } from '../../src/traffic/canary.js';
+import type { CanaryRecord } from '../../src/traffic/canary.js';
+import { parseCanarySettings, parseRate } from '../../src/traffic/canary-settings.js';
 import { RoutingStateFile } from '../../src/traffic/routing-state.js';
 import { answersAgree } from '../../src/traffic/shadow-compare.js';
 import { modelPolicyProblems, modelPolicySpec, trafficProblems, trafficSpec } from '../../src/config/model-policy.js';
@@ -28,7 +29,7 @@ test('a canary request that is not an object, names unknown keys or no version i
   }
   assert.equal(
     refusal({ version: '2', extra: 1, more: 2 }),
-    'unknown canary key(s) extra, more (expected version, steps, interval, max_error_rate, max_p99, min_requests)',
+    'unknown canary key(s) extra, more (expected version, steps, interval, max_error_rate, max_p99, min_requests, min_agreement, agreement_tolerance, max_quality_drop)',
   );
   for (const raw of [{}, { version: true }, { version: null }]) {
     assert.equal(refusal(raw), 'a canary needs "version": the candidate version', JSON.stringify(raw));
@@ -82,7 +83,7 @@ test('error rates: fractions and percentages from 0 to 1, spaces trimmed, anythi
   assert.equal(parseRate('0%'), 0);
   assert.equal(parseRate(' 12.5% '), 0.125);
   assert.equal(parseRate('0.25'), 0.25);
-  for (const bad of [1.01, '101%', '5%x', 'x5%', '5 %', '%', '.5', '-0', null, undefined, true, {}]) {
+  for (const bad of [1.01, -0.01, '101%', '5%x', 'x5%', '5 %', '%', '.5', '-0', null, undefined, true, {}]) {
     assert.throws(
       () => parseRate(bad),
       {
@@ -93,6 +94,53 @@ test('error rates: fractions and percentages from 0 to 1, spaces trimmed, anythi
     );
   }
   assert.equal(parseCanarySettings({ version: '2', max_error_rate: '10%' }).max_error_rate, 0.1);
+});
+
+test('min_agreement, agreement_tolerance and max_quality_drop: the forms accepted and clear refusals', () => {
+  const parsed = parseCanarySettings({
+    version: '2',
+    min_agreement: '98%',
+    agreement_tolerance: ' 1e-3 ',
+    max_quality_drop: '2%',
+  });
+  assert.deepEqual([parsed.min_agreement, parsed.agreement_tolerance, parsed.max_quality_drop], [0.98, 0.001, 0.02]);
+  const numbers = parseCanarySettings({
+    version: '2',
+    min_agreement: 1,
+    agreement_tolerance: 0,
+    max_quality_drop: 1.5,
+  });
+  assert.deepEqual(
+    [numbers.min_agreement, numbers.agreement_tolerance, numbers.max_quality_drop],
+    [1, 0, 1.5],
+    'a reward may drop by more than 1',
+  );
+  const none = parseCanarySettings({ version: '2', min_agreement: null, max_quality_drop: null });
+  for (const key of ['min_agreement', 'agreement_tolerance', 'max_quality_drop']) {
+    assert.ok(!(key in none), `null means no ${key}`);
+  }
+  for (const minAgreement of ['101%', 1.5, '-1', 'most', true]) {
+    assert.equal(
+      refusal({ version: '2', min_agreement: minAgreement }),
+      `min_agreement must be a percentage such as "0.1%" or a fraction from 0 to 1, got ${JSON.stringify(minAgreement)}`,
+    );
+  }
+  for (const tolerance of [-1, 'close', '', true, Infinity]) {
+    assert.equal(
+      refusal({ version: '2', min_agreement: 0.9, agreement_tolerance: tolerance }),
+      `agreement_tolerance must be a number of at least 0, such as 1e-5, got ${JSON.stringify(tolerance)}`,
+    );
+  }
+  assert.equal(
+    refusal({ version: '2', agreement_tolerance: 0.1 }),
+    'agreement_tolerance needs min_agreement: it is the tolerance of that guardrail',
+  );
+  for (const drop of [-0.1, '-2%', 'some', true, NaN, Infinity, {}]) {
+    assert.equal(
+      refusal({ version: '2', max_quality_drop: drop }),
+      `max_quality_drop must be an amount of at least 0, such as 0.02 or "2%", got ${JSON.stringify(drop)}`,
+    );
+  }
 });
 
 test('version names and sticky keys: the patterns accept whole names and refuse anything around them', () => {
@@ -185,9 +233,61 @@ test('a version window counts a 500 as an error and 499 as none; figures start o
   assert.equal(figures.error_rate, 1 / 3);
   assert.ok(figures.p99_ms !== undefined && Math.abs(figures.p99_ms - 3_000_000) / 3_000_000 < 0.001);
   window.reset();
-  assert.deepEqual(window.figures(), { requests: 0, errors: 0, error_rate: 0, p99_ms: undefined });
+  assert.deepEqual(window.figures(), {
+    requests: 0,
+    errors: 0,
+    error_rate: 0,
+    p99_ms: undefined,
+    labels: 0,
+    correct: 0,
+    accuracy: undefined,
+    rewards: 0,
+    mean_reward: undefined,
+    reward_sd: undefined,
+  });
   window.record(200, 0);
   assert.equal(window.figures().p99_ms, 0.001, 'an instant answer counts as 1 µs');
+});
+
+test('a comparing window counts a failed copy as not agreeing; feedback gives accuracy, mean reward and its spread', () => {
+  const plain = new VersionWindow();
+  plain.recordComparison('agree');
+  assert.ok(!('compared' in plain.figures()), 'a window that does not compare shows no agreement');
+  const window = new VersionWindow({ compares: true });
+  const agreement = () => {
+    const { compared, agreed, agreement: rate } = window.figures();
+    return { compared, agreed, agreement: rate };
+  };
+  assert.deepEqual(agreement(), { compared: 0, agreed: 0, agreement: undefined });
+  for (const result of ['agree', 'agree', 'agree', 'disagree', 'failed'] as const) window.recordComparison(result);
+  assert.deepEqual(agreement(), { compared: 5, agreed: 3, agreement: 0.6 });
+  for (const quality of [
+    { correct: true },
+    { correct: true },
+    { correct: false },
+    { reward: 1 },
+    { reward: 3 },
+    { correct: true, reward: 2 },
+    { reward: NaN },
+    {},
+  ])
+    window.recordFeedback(quality);
+  const { labels, correct, accuracy, rewards, mean_reward, reward_sd } = window.figures();
+  assert.deepEqual(
+    { labels, correct, accuracy, rewards, mean_reward, reward_sd },
+    {
+      labels: 4,
+      correct: 3,
+      accuracy: 0.75,
+      rewards: 3,
+      mean_reward: 2,
+      reward_sd: 1,
+    },
+  );
+  window.recordFeedback({ reward: 5 });
+  window.reset();
+  window.recordFeedback({ reward: 4 });
+  assert.deepEqual([window.figures().mean_reward, window.figures().reward_sd, agreement().compared], [4, undefined, 0]);
 });
 
 const canary: CanaryRecord = {
@@ -200,6 +300,14 @@ const canary: CanaryRecord = {
   started_at: '2025-03-01T12:00:00.000Z',
   step_started_at: '2025-03-01T12:00:00.000Z',
   history: [],
+};
+
+const guardedOnQuality = {
+  ...canary.settings,
+  max_p99: 200_000,
+  min_agreement: 0.98,
+  agreement_tolerance: 1e-5,
+  max_quality_drop: 0.02,
 };
 
 /** The problems `RoutingStateFile.read` reports for a file holding `text`. */
@@ -223,6 +331,7 @@ test('the state file reads back what was written: defaults, traffic and canaries
     ['b', { traffic: { shadow: '3', shadow_tolerance: 0 } }],
     ['c', { canary }],
     ['d', {}],
+    ['e', { canary: { ...canary, settings: guardedOnQuality } }],
   ]);
   await file.write(state);
   assert.deepEqual(await file.read(), state);
@@ -261,6 +370,8 @@ test('the state file names each broken part: format, JSON, traffic, default vers
     { ...canary, settings: undefined },
     { ...canary, settings: { ...canary.settings, steps: '5,100' } },
     { ...canary, settings: { ...canary.settings, interval: '1s' } },
+    { ...canary, settings: { ...guardedOnQuality, min_agreement: '98%' } },
+    { ...canary, settings: { ...guardedOnQuality, max_quality_drop: null } },
   ];
   for (const record of broken) {
     assert.deepEqual(
