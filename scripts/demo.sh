@@ -26,7 +26,7 @@ echo "== verify"
 batchserve model-archive verify "$out/orientation.mar"
 echo
 echo "== serve"
-node bin/batchserve.js serve --models "orientation=$out/orientation.mar" --port 0 --management-port 0 --metrics-port 0 \
+node bin/batchserve.js serve --models "orientation=$out/orientation.mar" --port 0 --management-port 0 --metrics-port 0 --grpc-port 0 \
   --startup-format text --key-file "$out/batchserve.key" --log-level warn >"$out/serve.out" 2>"$out/serve.log" &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT

@@ -167,6 +167,8 @@ export class ArchiveTarget implements BenchTarget {
       '0',
       '--metrics-port',
       '0',
+      '--grpc-port',
+      '0',
       '--key-file',
       keyFile,
       '--log-level',

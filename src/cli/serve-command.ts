@@ -20,7 +20,7 @@ Environment:
   --config file, the file over the default. A variable set but empty is refused.
 
 In a container (KServe):
-  serve --host 0.0.0.0 --port 8080 --management-port 8081 --metrics-port 8082
+  serve --host 0.0.0.0 --port 8080 --management-port 8081 --metrics-port 8082 --grpc-port 8001
         --model-store /mnt/models --models all --model-name {{.Name}} --work-dir /tmp/batchserve
         --key-file /tmp/batchserve.key --drain-timeout 30s
 `;
@@ -60,6 +60,10 @@ export function registerServe(program: Command): void {
     .addOption(flag('--port <port>', 'inference port (default 8080; 0 picks a free one)'))
     .addOption(flag('--management-port <port>', 'management port (default 8081)'))
     .addOption(flag('--metrics-port <port>', 'metrics port (default 8082)'))
+    .addOption(flag('--grpc-port <port>', "gRPC inference port, Triton's GRPCInferenceService (default 8001)"))
+    .addOption(flag('--grpc-max-streams <count>', 'ModelStreamInfer streams open at once (default 100)'))
+    .addOption(flag('--grpc-keepalive-time <duration>', 'how often an idle gRPC connection is pinged (default 2h)'))
+    .addOption(flag('--grpc-keepalive-timeout <duration>', 'how long a keepalive ping may go unanswered (default 20s)'))
     .addOption(flag('--device <device>', "override every model's device: cpu, auto, webgpu, cuda[:N], tensorrt[:N]"))
     .addOption(flag('--max-request-size <bytes>', 'largest request body (default 64 MiB)'))
     .addOption(

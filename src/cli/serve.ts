@@ -16,6 +16,10 @@ export interface ServeCommandOptions {
   port?: string;
   managementPort?: string;
   metricsPort?: string;
+  grpcPort?: string;
+  grpcMaxStreams?: string;
+  grpcKeepaliveTime?: string;
+  grpcKeepaliveTimeout?: string;
   device?: string;
   maxRequestSize?: string;
   headersTimeout?: string;
@@ -94,6 +98,12 @@ async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin)
   if (options.port !== undefined) flags.port = integer('port', options.port);
   if (options.managementPort !== undefined) flags.management_port = integer('managementPort', options.managementPort);
   if (options.metricsPort !== undefined) flags.metrics_port = integer('metricsPort', options.metricsPort);
+  if (options.grpcPort !== undefined) flags.grpc_port = integer('grpcPort', options.grpcPort);
+  if (options.grpcMaxStreams !== undefined) flags.grpc_max_streams = integer('grpcMaxStreams', options.grpcMaxStreams);
+  if (options.grpcKeepaliveTime !== undefined)
+    flags.grpc_keepalive_time = duration('grpcKeepaliveTime', options.grpcKeepaliveTime);
+  if (options.grpcKeepaliveTimeout !== undefined)
+    flags.grpc_keepalive_timeout = duration('grpcKeepaliveTimeout', options.grpcKeepaliveTimeout);
   if (options.device) flags.device = options.device;
   if (options.maxRequestSize !== undefined) flags.max_request_size = integer('maxRequestSize', options.maxRequestSize);
   if (options.headersTimeout !== undefined) flags.headers_timeout = duration('headersTimeout', options.headersTimeout);

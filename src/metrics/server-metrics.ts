@@ -11,11 +11,21 @@ const DURATION_BUCKETS = [
 /** Powers of two up to 1024: the sizes a dynamic batcher is usually configured to prefer. */
 const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
-/** The children of one (model, version), resolved once so the hot path skips prom-client's label handling. */
-interface ModelSeries {
-  /** One counter child per HTTP status seen. */
+/** The front end a request came in by: REST (KServe v2 and TorchServe over HTTP) or gRPC. */
+export type Protocol = 'rest' | 'grpc';
+
+/** One (model, version, protocol)'s request series. */
+interface ProtocolSeries {
+  /** One counter child per HTTP status seen (gRPC answers count as the HTTP status of their error). */
   readonly requests: Map<number, Counter.Internal>;
   readonly requestDuration: Histogram.Internal<string>;
+}
+
+/** The children of one (model, version), resolved once so the hot path skips prom-client's label handling. */
+interface ModelSeries {
+  readonly rest: ProtocolSeries;
+  /** Made at the first gRPC request, so REST-only servers export no empty gRPC series. */
+  grpc: ProtocolSeries | undefined;
   readonly queueDuration: Histogram.Internal<string>;
   readonly computeDuration: Histogram.Internal<string>;
   readonly batchCompute: Histogram.Internal<string>;
@@ -35,14 +45,14 @@ export class ServerMetrics {
 
   readonly #requests = new Counter({
     name: 'batchserve_requests_total',
-    help: 'Inference requests finished, any protocol, by HTTP status code, in requests.',
-    labelNames: ['model', 'version', 'status'],
+    help: 'Inference requests finished, by protocol (rest, grpc) and HTTP status code (a gRPC error counts as the status its error has on REST), in requests.',
+    labelNames: ['model', 'version', 'protocol', 'status'],
     registers: [this.registry],
   });
   readonly #requestDuration = new Histogram({
     name: 'batchserve_request_duration_seconds',
-    help: 'Time from receiving an inference request to finishing its response, in seconds.',
-    labelNames: ['model', 'version'],
+    help: 'Time from receiving an inference request to finishing its response, by protocol, in seconds.',
+    labelNames: ['model', 'version', 'protocol'],
     buckets: DURATION_BUCKETS,
     registers: [this.registry],
   });
@@ -158,12 +168,14 @@ export class ServerMetrics {
     if (collectProcessMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
-  /** One finished request, any protocol. status: HTTP status code. */
-  requestFinished(model: string, version: string, status: number, requestSeconds: number): void {
-    const series = this.#seriesOf(model, version);
+  /** One finished request. status: HTTP status code. */
+  requestFinished(model: string, version: string, status: number, requestSeconds: number, protocol: Protocol): void {
+    const modelSeries = this.#seriesOf(model, version);
+    const series =
+      protocol === 'rest' ? modelSeries.rest : (modelSeries.grpc ??= this.#protocolSeries(model, version, 'grpc'));
     let requests = series.requests.get(status);
     if (requests === undefined) {
-      requests = this.#requests.labels(model, version, String(status));
+      requests = this.#requests.labels(model, version, protocol, String(status));
       series.requests.set(status, requests);
     }
     requests.inc();
@@ -272,8 +284,8 @@ export class ServerMetrics {
     let series = versions.get(version);
     if (series === undefined) {
       series = {
-        requests: new Map(),
-        requestDuration: this.#requestDuration.labels(model, version),
+        rest: this.#protocolSeries(model, version, 'rest'),
+        grpc: undefined,
         queueDuration: this.#queueDuration.labels(model, version),
         computeDuration: this.#computeDuration.labels(model, version),
         batchCompute: this.#batchCompute.labels(model, version),
@@ -287,5 +299,9 @@ export class ServerMetrics {
       versions.set(version, series);
     }
     return series;
+  }
+
+  #protocolSeries(model: string, version: string, protocol: Protocol): ProtocolSeries {
+    return { requests: new Map(), requestDuration: this.#requestDuration.labels(model, version, protocol) };
   }
 }

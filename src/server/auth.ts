@@ -9,18 +9,29 @@ import type { Route } from './http.js';
  */
 export function authenticated(token: string | undefined, handle: Route['handle']): Route['handle'] {
   if (token === undefined) return handle;
-  const expected = digest(token);
+  const check = bearerCheck(token);
   return async (req, res, params, url) => {
-    const header = req.headers.authorization ?? '';
-    const presented = /^Bearer (.+)$/i.exec(header)?.[1];
+    check(req.headers.authorization);
+    await handle(req, res, params, url);
+  };
+}
+
+/**
+ * Checks an `Authorization` value (an HTTP header, or gRPC `authorization` metadata) against
+ * the token: throws UnauthorizedError unless it is `Bearer <token>`. No token: anything passes.
+ */
+export function bearerCheck(token: string | undefined): (authorization: string | undefined) => void {
+  if (token === undefined) return () => undefined;
+  const expected = digest(token);
+  return (authorization) => {
+    const presented = /^Bearer (.+)$/i.exec(authorization ?? '')?.[1];
     if (!presented || !timingSafeEqual(digest(presented), expected)) {
       throw new UnauthorizedError(
         presented
           ? 'the bearer token is wrong'
-          : 'this route needs "Authorization: Bearer <token>" (the management token)',
+          : 'this call needs "Authorization: Bearer <token>" (the management token)',
       );
     }
-    await handle(req, res, params, url);
   };
 }
 

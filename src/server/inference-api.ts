@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
 import {
-  BatchserveError,
   FeedbackInvalidError,
   ForbiddenError,
   InferenceFailedError,
@@ -22,7 +21,6 @@ import {
   readBody,
   requireMediaType,
   sendJson,
-  statusOf,
   type Route,
   type RouteHandler,
   type RouteParams,
@@ -32,7 +30,7 @@ import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.j
 import { tensorToNested } from '../protocol/nested.js';
 import { prepareV2Request, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
 import type { HandlerRequest } from '../core/request.js';
-import type { RequestOutcome } from './request-outcome.js';
+import { recordedRun, type RequestOutcome } from './request-outcome.js';
 import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
 import type { RouteChoice } from '../traffic/version-router.js';
 
@@ -68,6 +66,12 @@ const V2_TYPES = ['application/json', 'application/octet-stream'];
 export function inferenceRoutes(options: InferenceApiOptions): Route[] {
   const { repository, traffic } = options;
   const ready = (model: LoadedModel): boolean => options.isAccepting() && model.state === 'ready';
+  const recorded = (
+    served: boolean,
+    modelOf: () => LoadedModel | undefined,
+    work: () => Promise<SubmitResult>,
+    loggedOf: () => LoggedRequest | undefined,
+  ): Promise<SubmitResult> => recordedRun(options.requestFinished, 'rest', served, modelOf, work, loggedOf);
   /**
    * A route that serves a model: admission at the door, then `work`, then one outcome for the
    * request's metrics and statistics, however it ended. Admission decides from the request
@@ -77,32 +81,6 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
    * is picked again after the body arrives if the one held is no longer ready, so a version
    * that starts draining meanwhile is never used.
    */
-  /** Runs one request's `work` and records its outcome once, however it ends, for the version `modelOf` names. */
-  const recorded = async (
-    served: boolean,
-    modelOf: () => LoadedModel | undefined,
-    work: () => Promise<SubmitResult>,
-    loggedOf: () => LoggedRequest | undefined,
-  ): Promise<SubmitResult> => {
-    const started = process.hrtime.bigint();
-    let result: SubmitResult | undefined;
-    let status = 200;
-    let errorCode: string | undefined;
-    try {
-      result = await work();
-      return result;
-    } catch (error) {
-      status = statusOf(error);
-      errorCode = error instanceof BatchserveError ? error.code : undefined;
-      throw error;
-    } finally {
-      const model = modelOf();
-      if (model) {
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        options.requestFinished({ model, served, status, seconds, result, errorCode, logged: loggedOf() });
-      }
-    }
-  };
   const modelRoute =
     (
       work: (req: IncomingMessage, res: ServerResponse, admitted: Admitted) => Promise<SubmitResult>,
@@ -316,7 +294,7 @@ function modelControl(options: InferenceApiOptions, handle: RouteHandler): Route
   return authenticated(options.token, handle);
 }
 
-function requireReady(model: LoadedModel, isReady: boolean): void {
+export function requireReady(model: LoadedModel, isReady: boolean): void {
   if (isReady) return;
   const why = model.state === 'ready' ? 'the server is shutting down' : `it is ${model.state}`;
   throw new ModelNotReadyError(`model ${model.name} version ${model.version} is not ready: ${why}`);
@@ -407,11 +385,11 @@ async function inferV2(
 }
 
 /** What the handler gets: the checked tensors and their rows; `movable` when no shadow shares them. */
-function handlerRequest(prepared: PreparedRequest, movable: boolean): HandlerRequest {
+export function handlerRequest(prepared: PreparedRequest, movable: boolean): HandlerRequest {
   return { inputs: prepared.inputs, rows: prepared.rows, movable };
 }
 
-function submitOptions(prepared: PreparedRequest): SubmitOptions {
+export function submitOptions(prepared: PreparedRequest): SubmitOptions {
   return {
     rows: prepared.rows,
     shapeKey: prepared.shapeKey,
@@ -448,7 +426,7 @@ async function predict(
 }
 
 /** Request ids that can travel in a header: printable ASCII, and not too long to log. */
-const HEADER_SAFE = /^[\x21-\x7e][\x20-\x7e]{0,255}$/;
+export const HEADER_SAFE = /^[\x21-\x7e][\x20-\x7e]{0,255}$/;
 
 function clientRequestId(req: IncomingMessage): string | undefined {
   const id = req.headers['x-request-id'];
@@ -492,13 +470,13 @@ function sendPrediction(res: ServerResponse, response: unknown): void {
   sendJson(res, 200, body ?? null);
 }
 
-function asTensorMap(response: unknown, model: LoadedModel): TensorMap {
+export function asTensorMap(response: unknown, model: LoadedModel): TensorMap {
   if (isTensorMap(response)) return response;
   throw new InferenceFailedError(
     `the ${model.manifest.model.handler} handler's postprocess returned no tensors for a v2 request; v2 needs output tensors by name`,
   );
 }
 
-function missingOutput(name: string, model: LoadedModel): never {
+export function missingOutput(name: string, model: LoadedModel): never {
   throw new InferenceFailedError(`the ${model.manifest.model.handler} handler did not return output "${name}"`);
 }

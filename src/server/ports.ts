@@ -2,9 +2,9 @@ import { createServer, type Server } from 'node:net';
 import { PortInUseError, UsageError } from '../core/errors.js';
 import type { ServerConfig } from './server-config.js';
 
-/** The three APIs' ports, with the flag and variable that choose each. */
+/** The APIs' ports, with the flag and variable that choose each. */
 export interface ApiPort {
-  readonly api: 'inference' | 'management' | 'metrics';
+  readonly api: 'inference' | 'management' | 'metrics' | 'grpc';
   readonly port: number;
   readonly flag: string;
 }
@@ -14,6 +14,7 @@ export function apiPorts(config: ServerConfig): Record<ApiPort['api'], ApiPort> 
     inference: { api: 'inference', port: config.port, flag: '--port' },
     management: { api: 'management', port: config.management_port, flag: '--management-port' },
     metrics: { api: 'metrics', port: config.metrics_port, flag: '--metrics-port' },
+    grpc: { api: 'grpc', port: config.grpc_port, flag: '--grpc-port' },
   };
 }
 

@@ -51,6 +51,28 @@ export const serverConfigSchema = {
     port: port(8080, 'inference API (KServe v2, TorchServe predictions)'),
     management_port: port(8081, 'management API'),
     metrics_port: port(8082, 'Prometheus metrics'),
+    grpc_port: port(
+      8001,
+      "gRPC inference API (KServe v2 / Triton's `inference.GRPCInferenceService`, with health and reflection)",
+    ),
+    grpc_max_streams: {
+      kind: 'integer',
+      min: 1,
+      default: 100,
+      description:
+        'ModelStreamInfer streams open at once, over all connections; a stream beyond it is refused with RESOURCE_EXHAUSTED.',
+    },
+    grpc_keepalive_time: {
+      kind: 'duration',
+      default: 7_200_000_000,
+      description:
+        "How often the server pings an idle gRPC connection to see that the client is still there (gRPC's default, 2 h).",
+    },
+    grpc_keepalive_timeout: {
+      kind: 'duration',
+      default: 20_000_000,
+      description: 'How long a keepalive ping may go unanswered before the connection is closed.',
+    },
     max_request_size: {
       kind: 'integer',
       min: 1,
@@ -164,6 +186,12 @@ export interface ServerConfig {
   readonly port: number;
   readonly management_port: number;
   readonly metrics_port: number;
+  readonly grpc_port: number;
+  readonly grpc_max_streams: number;
+  /** Microseconds. */
+  readonly grpc_keepalive_time: number;
+  /** Microseconds. */
+  readonly grpc_keepalive_timeout: number;
   readonly max_request_size: number;
   /** Microseconds. */
   readonly headers_timeout: number;
@@ -218,6 +246,7 @@ function portClashes(config: ServerConfig): string[] {
     ['port', config.port],
     ['management_port', config.management_port],
     ['metrics_port', config.metrics_port],
+    ['grpc_port', config.grpc_port],
   ] as const;
   return ports.flatMap(([key, value], index) => {
     const earlier = ports.slice(0, index).find(([, other]) => other === value && value !== 0);

@@ -14,6 +14,8 @@ import { matchRoute, sendError, type Route } from './http.js';
 import { inferenceRoutes } from './inference-api.js';
 import { outcomeRecorder } from './request-outcome.js';
 import { PredictionLogs } from './prediction-logging.js';
+import { GrpcInferenceApi } from './grpc-api.js';
+import { startGrpcServer, type GrpcEndpoint } from './grpc-server.js';
 import { managementRoutes } from './management-api.js';
 import { apiPorts, bindError, checkPortsFree, type ApiPort } from './ports.js';
 import type { ServerConfig } from './server-config.js';
@@ -31,6 +33,8 @@ export interface ApiAddresses {
   readonly inference: string;
   readonly management: string;
   readonly metrics: string;
+  /** `grpc://host:port`. */
+  readonly grpc: string;
 }
 
 export interface BatchServer {
@@ -80,8 +84,10 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   const servers: Server[] = [];
   let traffic: TrafficControl | undefined;
   let logs: PredictionLogs | undefined;
+  let grpc: GrpcEndpoint | undefined;
   const cleanUp = async (): Promise<void> => {
     traffic?.close();
+    grpc?.close();
     // After the servers stop answering, so the last answers' records are in it.
     await logs?.close();
     await Promise.all(servers.map((server) => closeServer(server)));
@@ -179,10 +185,21 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       return `http://${host}:${address.port}`;
     };
+    const grpcApi = new GrpcInferenceApi({
+      repository,
+      traffic: control,
+      logs: predictionLogs,
+      isAccepting: () => accepting,
+      token,
+      modelControl: config.model_control,
+      maxStreams: config.grpc_max_streams,
+      requestFinished: outcomeRecorder(metrics, control, predictionLogs),
+    });
     const urls: ApiAddresses = {
       inference: await listen(inference, ports.inference),
       management: await listen(management, ports.management),
       metrics: await listen(metricsRoutes, ports.metrics),
+      grpc: (grpc = await startGrpcServer(config, grpcApi, ports.grpc)).url,
     };
 
     const drain = async (timeoutMs: number): Promise<boolean> => {
@@ -194,7 +211,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
         server.closeIdleConnections();
       }
       const deadline = Date.now() + timeoutMs;
-      const settled = Promise.all(repository.list().map((model) => model.unload())).then(() =>
+      const settled = Promise.all([...repository.list().map((model) => model.unload()), grpc?.drain()]).then(() =>
         waitFor(() => inFlight === 0, deadline),
       );
       const finished = await Promise.race([settled, sleep(timeoutMs).then(() => false)]);

@@ -23,6 +23,7 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig): s
     `  inference   ${urls.inference}   KServe v2 /v2/…, TorchServe /predictions/…`,
     `  management  ${urls.management}   /models (${auth})`,
     `  metrics     ${urls.metrics}/metrics`,
+    `  grpc        ${urls.grpc}   KServe v2 / Triton inference.GRPCInferenceService, health, reflection`,
     `  work dir    ${server.workDir}`,
     ...(config.prediction_log === undefined ? [] : [`  predictions ${resolve(config.prediction_log)}/<model>/`]),
     '  models',
@@ -88,8 +89,14 @@ function describeModel(model: LoadedModel): string {
  */
 export function parseStartupUrls(output: string): ApiAddresses | undefined {
   if (output.includes(MODELS_HEADING)) {
-    const url = (name: string): string => new RegExp(`${name}\\s+(http://\\S+)`).exec(output)?.[1] ?? '';
-    return { inference: url('inference'), management: url('management'), metrics: url('metrics') };
+    const url = (name: string, scheme = 'http'): string =>
+      new RegExp(`${name}\\s+(${scheme}://\\S+)`).exec(output)?.[1] ?? '';
+    return {
+      inference: url('inference'),
+      management: url('management'),
+      metrics: url('metrics'),
+      grpc: url('grpc', 'grpc'),
+    };
   }
   for (const line of output.split('\n')) {
     const record = parseJsonLine(line);

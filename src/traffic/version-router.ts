@@ -30,6 +30,9 @@ interface ModelRoute {
   readonly shadowTolerance: number;
 }
 
+/** Where a sticky `header:` key is read: an HTTP request, or a gRPC call's metadata in its shape. */
+export type StickyHeaders = Pick<IncomingMessage, 'headers'>;
+
 /** How `route` chose, for the prediction log: filled in by the call, owned by the caller. */
 export interface RouteChoice {
   routing: Routing;
@@ -104,7 +107,7 @@ export class VersionRouter {
   }
 
   /** The version that answers; `choice`, when given, learns how it was chosen. */
-  route(name: string, req: IncomingMessage, url: URL, choice?: RouteChoice): LoadedModel {
+  route(name: string, req: StickyHeaders, url: URL, choice?: RouteChoice): LoadedModel {
     const route = this.#routes.get(name);
     const split = route?.split;
     if (split === undefined) return this.#byDefault(name, choice);
@@ -206,7 +209,7 @@ function parseStickyKey(spec: string): StickyKey {
   return { from, name: from === 'header' ? name.toLowerCase() : name };
 }
 
-function stickyKeyOf(sticky: StickyKey, req: IncomingMessage, url: URL): string | undefined {
+function stickyKeyOf(sticky: StickyKey, req: StickyHeaders, url: URL): string | undefined {
   const value = sticky.from === 'header' ? req.headers[sticky.name] : url.searchParams.get(sticky.name);
   const key = Array.isArray(value) ? value[0] : value;
   return key === undefined || key === null || key === '' ? undefined : key;

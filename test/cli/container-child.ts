@@ -97,7 +97,7 @@ export function serveChild(
   args: readonly string[],
   options: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
 ): Promise<Served> {
-  const ports = ['--port', '0', '--management-port', '0', '--metrics-port', '0'];
+  const ports = ['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'];
   return startServing(t, process.execPath, [BIN, 'serve', ...ports, ...args], options);
 }
 

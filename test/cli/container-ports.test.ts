@@ -10,6 +10,7 @@ const APIS = [
   ['--port', 'inference', 'BATCHSERVE_PORT'],
   ['--management-port', 'management', 'BATCHSERVE_MANAGEMENT_PORT'],
   ['--metrics-port', 'metrics', 'BATCHSERVE_METRICS_PORT'],
+  ['--grpc-port', 'grpc', 'BATCHSERVE_GRPC_PORT'],
 ] as const;
 
 test('a taken port fails serve before any model loads: one line naming the port and its API, exit 69', async (t) => {
@@ -21,6 +22,7 @@ test('a taken port fails serve before any model loads: one line naming the port 
       ['--port', '0'],
       ['--management-port', '0'],
       ['--metrics-port', '0'],
+      ['--grpc-port', '0'],
       [flag, String(held)],
     ]);
     const keyFile = join(dir, `${api}.key`);

@@ -103,7 +103,7 @@ test("a store folder the server's user cannot write: it serves, and register-by-
 
 /** `serve` on free ports as another user, through setpriv. */
 function serveChildAs(t: TestContext, setpriv: string[], args: string[]): ReturnType<typeof startServing> {
-  const ports = ['--port', '0', '--management-port', '0', '--metrics-port', '0'];
+  const ports = ['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'];
   // Without NODE_V8_COVERAGE: that user could not write the coverage files.
   const env = cleanEnv();
   delete env.NODE_V8_COVERAGE;
@@ -191,7 +191,7 @@ test('--model-name with a store of two models is a usage error, with an empty on
     runChild(process.execPath, [
       BIN,
       'serve',
-      ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--no-auth'],
+      ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0', '--no-auth'],
       ...['--model-store', store, '--models', 'all', '--model-name', 'sentiment'],
       ...['--work-dir', join(dir, 'work'), '--state-file', join(dir, 'state.json')],
     ]);

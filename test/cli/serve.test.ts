@@ -10,6 +10,7 @@ import { affine, affineRequest, call, packAffine } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
 import { waitUntil, within } from '../server/handler-gate.js';
+import { InferenceClient } from '../fixtures/grpc-client.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
 
@@ -24,7 +25,7 @@ interface Served {
 async function serve(args: string[]): Promise<Served> {
   const child = spawn(
     process.execPath,
-    [BIN, 'serve', '--port', '0', '--management-port', '0', '--metrics-port', '0', ...args],
+    [BIN, 'serve', '--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0', ...args],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
@@ -146,7 +147,19 @@ test('serve refuses bad start-up input with one line and a non-zero exit', async
   assert.equal(nothing.code, 2);
   assert.match(nothing.stderr, /nothing to serve/);
   // Free ports, no token file, no logs: only the refusal on stderr.
-  const quiet = ['--port', '0', '--management-port', '0', '--metrics-port', '0', '--no-auth', '--log-level', 'silent'];
+  const quiet = [
+    '--port',
+    '0',
+    '--management-port',
+    '0',
+    '--metrics-port',
+    '0',
+    '--grpc-port',
+    '0',
+    '--no-auth',
+    '--log-level',
+    'silent',
+  ];
   const missing = await run(['--models', `x=${join(dir, 'missing.mar')}`, ...quiet]);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /BS_ERR_INPUT_FILE/);
@@ -184,4 +197,41 @@ test('serve --config reads a server.yaml; flags override it; a bad key is refuse
   bad.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   assert.equal(await new Promise((done) => bad.once('close', done)), 1);
   assert.match(stderr, /server\.yaml: max_batch_delay: unknown key/);
+});
+
+test('SIGTERM with open gRPC streams: admitted requests are answered, streams end, new calls are refused, exit 0', async (t) => {
+  const dir = await tempDir(t);
+  // As above: only the drain sends the queued requests before their 60 s delay.
+  const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 60s\n' });
+  const served = await serve(['--models', `affine=${archive}`, '--no-auth', '--drain-timeout', '20s']);
+  t.after(() => served.child.kill('SIGKILL'));
+  const grpc = new InferenceClient(served.urls.grpc);
+  t.after(() => grpc.close());
+  const request = (value: number, id: string) => ({
+    model_name: 'affine',
+    id,
+    inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4] }],
+    raw_input_contents: [Buffer.from(new Float32Array([value, 0, 0, 0]).buffer)],
+  });
+  const stream = grpc.stream();
+  const answers: { error: string; id: string }[] = [];
+  stream.on('data', (message) => answers.push({ error: message.error_message, id: message.infer_response.id }));
+  const ended = new Promise((done) => stream.on('end', done));
+  stream.write(request(1, 's1'));
+  stream.write(request(2, 's2'));
+  const unary = grpc.call('ModelInfer', request(3, 'u1'));
+  await waitUntil(async () => (await affineGauge(served.urls, 'batchserve_queue_rows')) === 3, 'all 3 are queued');
+  served.child.kill('SIGTERM');
+  await within(ended, 20_000, 'the stream ends once its answers are written');
+  assert.deepEqual(
+    answers.sort((a, b) => a.id.localeCompare(b.id)),
+    [
+      { error: '', id: 's1' },
+      { error: '', id: 's2' },
+    ],
+  );
+  assert.equal((await unary).error, undefined);
+  assert.equal(await served.exit, 0);
+  const after = await grpc.call('ModelInfer', request(4, 'late'));
+  assert.equal(after.error?.code, 14, 'UNAVAILABLE: nothing listens any more');
 });

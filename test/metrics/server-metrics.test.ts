@@ -13,10 +13,10 @@ function recordTraffic(metrics: ServerMetrics): void {
   metrics.batchExecuted('resnet', '1', 3, 0.004);
   for (let i = 0; i < 3; i++) {
     metrics.requestTimings('resnet', '1', 0.001, 0.004);
-    metrics.requestFinished('resnet', '1', 200, 0.006);
+    metrics.requestFinished('resnet', '1', 200, 0.006, 'rest');
   }
-  metrics.requestFinished('resnet', '1', 503, 0.0001);
-  metrics.requestFinished('bert', '3', 400, 0.0002);
+  metrics.requestFinished('resnet', '1', 503, 0.0001, 'rest');
+  metrics.requestFinished('bert', '3', 400, 0.0002, 'rest');
 }
 
 async function scrape(metrics: ServerMetrics) {
@@ -68,7 +68,7 @@ test('process metrics can be left out', async () => {
 
 test('known durations land in the expected cumulative buckets, bounds inclusive', async () => {
   const metrics = new ServerMetrics({ collectProcessMetrics: false });
-  for (const seconds of [0.00003, 0.00005, 0.0003, 0.003, 3, 20]) metrics.requestFinished('m', '1', 200, seconds);
+  for (const seconds of [0.00003, 0.00005, 0.0003, 0.003, 3, 20]) metrics.requestFinished('m', '1', 200, seconds, 'rest');
   const families = await scrape(metrics);
   const labels = { model: 'm', version: '1' };
 
@@ -127,7 +127,7 @@ test('batch sizes land in power-of-two buckets', async () => {
 test('every (model, version) has its own series; statuses split the request counter', async () => {
   const metrics = new ServerMetrics({ collectProcessMetrics: false });
   recordTraffic(metrics);
-  metrics.requestFinished('resnet', '2', 200, 0.01);
+  metrics.requestFinished('resnet', '2', 200, 0.01, 'rest');
   const families = await scrape(metrics);
 
   const requests = samplesOf(families, 'batchserve_requests_total').map((s) => [
@@ -185,7 +185,7 @@ test('modelUnloaded removes that version’s gauge series and keeps its counters
 
   metrics.modelLoaded('resnet', '1', 1.5, 'cpu');
   metrics.setQueueDepth('resnet', '1', 4);
-  metrics.requestFinished('resnet', '1', 200, 0.01);
+  metrics.requestFinished('resnet', '1', 200, 0.01, 'rest');
   families = await scrape(metrics);
   assert.deepEqual(
     samplesOf(families, 'batchserve_queue_rows', { model: 'resnet' }).map((s) => s.value),
@@ -209,7 +209,7 @@ test('two servers in one process keep separate registries', async () => {
   const first = new ServerMetrics();
   const second = new ServerMetrics();
   assert.notEqual(first.registry, second.registry);
-  first.requestFinished('only-first', '1', 200, 0.01);
+  first.requestFinished('only-first', '1', 200, 0.01, 'rest');
   second.setQueueDepth('only-second', '1', 5);
 
   const [a, b] = await Promise.all([scrape(first), scrape(second)]);

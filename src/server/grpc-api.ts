@@ -1,0 +1,407 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import {
+  Metadata,
+  status,
+  type handleUnaryCall,
+  type ServerDuplexStream,
+  type ServerUnaryCall,
+  type ServiceError,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
+import type protobuf from 'protobufjs';
+import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
+import { ForbiddenError } from '../core/errors.js';
+import { statisticsResponse } from '../metrics/model-statistics.js';
+import { inferenceProtocol, peekModelTarget } from '../protocol/grpc-messages.js';
+import {
+  decodeGrpcInferRequest,
+  encodeGrpcInferResponse,
+  type ModelInferRequestMessage,
+} from '../protocol/grpc-tensors.js';
+import { prepareDecoded, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
+import type { LoadedModel } from '../repository/loaded-model.js';
+import type { ModelRepository } from '../repository/model-repository.js';
+import type { TrafficControl } from '../traffic/traffic-control.js';
+import type { RouteChoice, StickyHeaders } from '../traffic/version-router.js';
+import { BATCHSERVE_VERSION } from '../version.js';
+import { bearerCheck } from './auth.js';
+import { grpcError } from './grpc-status.js';
+import {
+  asTensorMap,
+  handlerRequest,
+  HEADER_SAFE,
+  missingOutput,
+  PLATFORM,
+  requireReady,
+  submitOptions,
+  V2_EXTENSIONS,
+} from './inference-api.js';
+import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
+import { recordedRun, type RequestOutcome } from './request-outcome.js';
+import { tritonModelConfig } from './triton-config.js';
+
+export interface GrpcApiOptions {
+  readonly repository: ModelRepository;
+  readonly traffic: TrafficControl;
+  readonly logs: PredictionLogs;
+  /** False while the server drains: readiness fails and new requests get UNAVAILABLE. */
+  readonly isAccepting: () => boolean;
+  /** The management token that repository load and unload need; undefined = `--no-auth`. */
+  readonly token: string | undefined;
+  readonly modelControl: 'explicit' | 'none';
+  /** ModelStreamInfer streams open at once; beyond it a new stream is refused. */
+  readonly maxStreams: number;
+  readonly requestFinished: (outcome: RequestOutcome) => void;
+}
+
+/** A stream's bookkeeping: it ends once the client is done (or the server drains) and nothing is pending. */
+interface OpenStream {
+  readonly call: ServerDuplexStream<Buffer, object>;
+  pending: number;
+  clientDone: boolean;
+}
+
+const NO_QUERY = new URL('grpc://batchserve/');
+const UNIMPLEMENTED: Record<string, string> = {
+  SystemSharedMemoryStatus: 'shared memory',
+  SystemSharedMemoryRegister: 'shared memory',
+  SystemSharedMemoryUnregister: 'shared memory',
+  CudaSharedMemoryStatus: 'CUDA shared memory',
+  CudaSharedMemoryRegister: 'CUDA shared memory',
+  CudaSharedMemoryUnregister: 'CUDA shared memory',
+  TraceSetting: 'trace settings',
+  LogSettings: 'log settings',
+};
+
+/**
+ * Triton's `inference.GRPCInferenceService` on the same repository, batchers, routing,
+ * shadows, canaries, prediction log and metrics as the REST front end. ModelInfer and
+ * ModelStreamInfer receive their messages undecoded: the model is read from the first fields,
+ * the request admitted (version picked, ready, a queue place held) and only then decoded.
+ */
+export class GrpcInferenceApi {
+  readonly #options: GrpcApiOptions;
+  readonly #streams = new Set<OpenStream>();
+  readonly #checkToken: (authorization: string | undefined) => void;
+  readonly #types: protobuf.Root;
+  #draining = false;
+
+  constructor(options: GrpcApiOptions) {
+    this.#options = options;
+    this.#checkToken = bearerCheck(options.token);
+    this.#types = inferenceProtocol().types;
+  }
+
+  /** The RPC implementations, for `Server.addService`. */
+  handlers(): UntypedServiceImplementation {
+    const { repository } = this.#options;
+    const handlers: UntypedServiceImplementation = {
+      ServerLive: unary(async () => ({ live: true })),
+      ServerReady: unary(async () => ({ ready: this.#options.isAccepting() && repository.allReady() })),
+      ModelReady: unary(async (request: { name: string; version: string }) => {
+        const model = repository.get(request.name, request.version || undefined);
+        return { ready: this.#options.isAccepting() && model.state === 'ready' };
+      }),
+      ServerMetadata: unary(async () => ({
+        name: 'batchserve',
+        version: BATCHSERVE_VERSION,
+        extensions: V2_EXTENSIONS,
+      })),
+      ModelMetadata: unary(async (request: { name: string; version: string }) => {
+        const model = repository.get(request.name, request.version || undefined);
+        return {
+          name: model.name,
+          versions: repository.versions(model.name).map((loaded) => loaded.version),
+          platform: PLATFORM,
+          inputs: model.config.inputs,
+          outputs: model.config.outputs,
+        };
+      }),
+      ModelConfig: unary(async (request: { name: string; version: string }) =>
+        this.#message('ModelConfigResponse', {
+          config: tritonModelConfig(repository.get(request.name, request.version || undefined)),
+        }),
+      ),
+      ModelStatistics: unary(async (request: { name: string; version: string }) => {
+        const models = request.name
+          ? request.version
+            ? [repository.get(request.name, request.version)]
+            : repository.versions(request.name)
+          : repository.list();
+        if (request.name && models.length === 0) repository.get(request.name);
+        return this.#message('ModelStatisticsResponse', statisticsResponse(models.map((model) => model.stats)));
+      }),
+      RepositoryIndex: unary(async () => ({ models: await repository.index() })),
+      RepositoryModelLoad: unary(async (request: { model_name: string }, call) => {
+        this.#modelControl(call.metadata);
+        await repository.loadFromStore(request.model_name);
+        await this.#options.traffic.versionsChanged();
+        return {};
+      }),
+      RepositoryModelUnload: unary(async (request: { model_name: string }, call) => {
+        this.#modelControl(call.metadata);
+        await repository.unload(request.model_name);
+        await this.#options.traffic.versionsChanged();
+        return {};
+      }),
+      ModelInfer: (
+        call: ServerUnaryCall<Buffer, object>,
+        callback: (error: Partial<ServiceError> | null, value?: object) => void,
+      ) => {
+        const trailers = new Metadata();
+        this.#infer(call.request, call.metadata, call.getDeadline(), cancelSignal(call), (key, value) => {
+          trailers.set(key, value);
+        }).then(
+          (answer) => {
+            call.sendMetadata(trailers);
+            callback(null, answer);
+          },
+          (error: unknown) => {
+            const failure = grpcError(error);
+            for (const [key, value] of Object.entries(trailers.getMap())) failure.metadata?.set(key, value);
+            callback(failure);
+          },
+        );
+      },
+      ModelStreamInfer: (call: ServerDuplexStream<Buffer, object>) => this.#stream(call),
+    };
+    for (const [rpc, what] of Object.entries(UNIMPLEMENTED)) {
+      handlers[rpc] = (_call: unknown, callback: (error: Partial<ServiceError>) => void) =>
+        callback({
+          code: status.UNIMPLEMENTED,
+          details: `${rpc}: batchserve does not implement ${what}; send tensors in the request itself (raw_input_contents)`,
+        });
+    }
+    return handlers;
+  }
+
+  /** Stops taking stream messages; each open stream ends once its pending answers are written. */
+  drain(): void {
+    this.#draining = true;
+    for (const stream of this.#streams) this.#endIfIdle(stream);
+  }
+
+  /**
+   * One inference: admission, decoding against the chosen version, the batcher, the answer.
+   * `tell` receives the metadata the answer carries (the version, the request id).
+   */
+  async #infer(
+    raw: Buffer,
+    metadata: Metadata,
+    deadline: Date | number,
+    signal: AbortSignal,
+    tell: (key: string, value: string) => void,
+  ): Promise<object> {
+    const { repository, traffic, logs } = this.#options;
+    let model: LoadedModel | undefined;
+    let logged: LoggedRequest | undefined;
+    const result = await recordedRun(
+      this.#options.requestFinished,
+      'grpc',
+      true,
+      () => model,
+      async () => {
+        const target = peekModelTarget(raw);
+        const choice: RouteChoice = { routing: 'explicit', stickyKey: undefined };
+        model = target.version
+          ? repository.get(target.name, target.version)
+          : traffic.router.route(target.name, stickyHeaders(metadata), NO_QUERY, choice);
+        tell('x-model-version', model.version);
+        requireReady(model, this.#options.isAccepting() && model.state === 'ready');
+        const reservation: QueueReservation = model.reserve();
+        try {
+          const message = this.#types.lookupType('inference.ModelInferRequest').decode(raw);
+          const prepared = prepareDecoded(decodeGrpcInferRequest(message as ModelInferRequestMessage), model.signature);
+          const id = requestId(prepared, metadata);
+          tell('x-request-id', id);
+          if (logs.sample(model)) logged = loggedRequest(choice, id, prepared, raw, logs.keepsInputs(model));
+          const served = model;
+          const shadowed = target.version
+            ? undefined
+            : traffic.mirror(served, (shadow) => this.#shadowRun(shadow, prepared, logged));
+          const answer = await served.infer(
+            handlerRequest(prepared, shadowed === undefined && logged?.body === undefined),
+            { ...withDeadline(submitOptions(prepared), deadline), signal, reservation },
+          );
+          shadowed?.(answer.response);
+          return { ...answer, response: this.#encode(served, prepared, answer.response) };
+        } finally {
+          reservation.release();
+        }
+      },
+      () => logged,
+    );
+    return result.response as object;
+  }
+
+  #shadowRun(shadow: LoadedModel, prepared: PreparedRequest, logged: LoggedRequest | undefined): Promise<SubmitResult> {
+    return recordedRun(
+      this.#options.requestFinished,
+      'grpc',
+      false,
+      () => shadow,
+      () => {
+        const copy = retarget(prepared, shadow.signature);
+        return shadow.infer(handlerRequest(copy, false), submitOptions(copy));
+      },
+      () => logged,
+    );
+  }
+
+  #encode(model: LoadedModel, prepared: PreparedRequest, response: unknown): object {
+    const tensors = asTensorMap(response, model);
+    return encodeGrpcInferResponse({
+      model_name: model.name,
+      model_version: model.version,
+      ...(prepared.id !== undefined ? { id: prepared.id } : {}),
+      outputs: prepared.outputs.map((output) => ({
+        name: output.name,
+        tensor: tensors[output.name] ?? missingOutput(output.name, model),
+        binary: true,
+        ...(output.classification !== undefined ? { classification: output.classification } : {}),
+        ...(model.labels ? { labels: model.labels } : {}),
+      })),
+    });
+  }
+
+  /**
+   * Many requests on one stream, answered as each finishes; a failed one is answered with its
+   * `error_message` and the stream goes on.
+   */
+  #stream(call: ServerDuplexStream<Buffer, object>): void {
+    if (this.#draining || this.#streams.size >= this.#options.maxStreams) {
+      const why = this.#draining
+        ? 'the server is shutting down'
+        : `${this.#streams.size} streams are open, the most this server takes (grpc_max_streams)`;
+      call.emit('error', { code: status.RESOURCE_EXHAUSTED, details: why });
+      return;
+    }
+    const stream: OpenStream = { call, pending: 0, clientDone: false };
+    this.#streams.add(stream);
+    const signal = cancelSignal(call);
+    call.on('data', (raw: Buffer) => {
+      if (this.#draining) {
+        call.write({ error_message: 'the server is shutting down; this request was not run', infer_response: {} });
+        return;
+      }
+      stream.pending += 1;
+      // Answers on a stream carry their version and id in the message, not in metadata.
+      this.#infer(raw, call.metadata, call.getDeadline(), signal, () => undefined)
+        .then(
+          (answer) => call.write({ error_message: '', infer_response: answer }),
+          (error: unknown) => call.write({ error_message: grpcError(error).details, infer_response: echo(raw) }),
+        )
+        .finally(() => {
+          stream.pending -= 1;
+          this.#endIfIdle(stream);
+        });
+    });
+    call.on('end', () => {
+      stream.clientDone = true;
+      this.#endIfIdle(stream);
+    });
+    call.on('cancelled', () => this.#streams.delete(stream));
+    call.on('error', () => this.#streams.delete(stream));
+  }
+
+  #endIfIdle(stream: OpenStream): void {
+    if (stream.pending > 0 || !(stream.clientDone || this.#draining) || !this.#streams.has(stream)) return;
+    this.#streams.delete(stream);
+    stream.call.end();
+  }
+
+  /** Load and unload on the inference port, as on REST: with the management token, unless off. */
+  #modelControl(metadata: Metadata): void {
+    if (this.#options.modelControl === 'none') {
+      throw new ForbiddenError(
+        'model control is off on this server (model_control: none); load and unload models through the management API',
+      );
+    }
+    this.#checkToken(firstString(metadata, 'authorization'));
+  }
+
+  /** A message built with the proto's own conversion: enum names to numbers, unknown keys dropped. */
+  #message(type: string, value: object): object {
+    return this.#types.lookupType(`inference.${type}`).fromObject(value);
+  }
+}
+
+/** A unary RPC from an async function; errors become gRPC statuses. */
+function unary<Request, Response>(
+  handle: (request: Request, call: ServerUnaryCall<Request, Response>) => Promise<Response>,
+): handleUnaryCall<Request, Response> {
+  return (call, callback) => {
+    handle(call.request, call).then(
+      (response) => callback(null, response),
+      (error: unknown) => callback(grpcError(error) as ServiceError),
+    );
+  };
+}
+
+/** The call's cancellation (the client went away, or its deadline passed) as an AbortSignal. */
+function cancelSignal(call: { on(event: 'cancelled', listener: () => void): unknown }): AbortSignal {
+  const controller = new AbortController();
+  call.on('cancelled', () => controller.abort());
+  return controller.signal;
+}
+
+/** The gRPC deadline as the request's queue timeout, when it is sooner than the request's own. */
+function withDeadline(options: SubmitOptions, deadline: Date | number): SubmitOptions {
+  const at = deadline instanceof Date ? deadline.getTime() : deadline;
+  if (!Number.isFinite(at)) return options;
+  const timeoutUs = Math.max(1, Math.round((at - Date.now()) * 1000));
+  return options.timeoutUs !== undefined && options.timeoutUs <= timeoutUs ? options : { ...options, timeoutUs };
+}
+
+function stickyHeaders(metadata: Metadata): StickyHeaders {
+  return {
+    get headers(): IncomingHttpHeaders {
+      const headers: IncomingHttpHeaders = {};
+      for (const [key, value] of Object.entries(metadata.getMap())) {
+        if (typeof value === 'string') headers[key] = value;
+      }
+      return headers;
+    },
+  };
+}
+
+function firstString(metadata: Metadata, key: string): string | undefined {
+  const value = metadata.get(key)[0];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** The v2 `id` when it can travel as metadata, else the client's `x-request-id`, else a new one. */
+function requestId(prepared: PreparedRequest, metadata: Metadata): string {
+  if (prepared.id !== undefined && HEADER_SAFE.test(prepared.id)) return prepared.id;
+  const given = firstString(metadata, 'x-request-id');
+  return given !== undefined && HEADER_SAFE.test(given) ? given : randomUUID();
+}
+
+function loggedRequest(
+  choice: RouteChoice,
+  id: string,
+  prepared: PreparedRequest,
+  raw: Buffer,
+  keepsInputs: boolean,
+): LoggedRequest {
+  return {
+    routing: choice.routing,
+    stickyKey: choice.stickyKey,
+    id,
+    rows: prepared.rows,
+    body: keepsInputs ? raw : undefined,
+    contentType: 'application/grpc',
+    prepared: keepsInputs ? prepared : undefined,
+  };
+}
+
+/** What a failed stream answer can say of its request: the model and id, when they can be read. */
+function echo(raw: Buffer): object {
+  try {
+    const { name, version, id } = peekModelTarget(raw);
+    return { model_name: name, model_version: version, id };
+  } catch {
+    return {};
+  }
+}

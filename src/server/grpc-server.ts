@@ -1,0 +1,75 @@
+import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import { ReflectionService } from '@grpc/reflection';
+import { HealthImplementation, protoPath as healthProtoPath } from 'grpc-health-check';
+import { INFERENCE_SERVICE, inferenceProtocol } from '../protocol/grpc-messages.js';
+import type { GrpcInferenceApi } from './grpc-api.js';
+import { bindError, type ApiPort } from './ports.js';
+import type { ServerConfig } from './server-config.js';
+
+/** The running gRPC port: its address, and how it stops. */
+export interface GrpcEndpoint {
+  /** `grpc://host:port`. */
+  readonly url: string;
+  /** Refuses new calls and streams, ends open streams once their answers are written; resolves when every call is done. */
+  drain(): Promise<void>;
+  /** Cuts every call at once. */
+  close(): void;
+}
+
+/**
+ * Starts the gRPC server: Triton's inference service, the standard `grpc.health.v1.Health`
+ * (Kubernetes gRPC probes: NOT_SERVING once a drain starts) and server reflection (grpcurl
+ * needs no proto files). Messages up to `max_request_size` are taken, as on REST.
+ */
+export async function startGrpcServer(
+  config: ServerConfig,
+  api: GrpcInferenceApi,
+  port: ApiPort,
+): Promise<GrpcEndpoint> {
+  const server = new Server({
+    'grpc.max_receive_message_length': config.max_request_size,
+    'grpc.max_send_message_length': -1,
+    'grpc.keepalive_time_ms': Math.round(config.grpc_keepalive_time / 1000),
+    'grpc.keepalive_timeout_ms': Math.round(config.grpc_keepalive_timeout / 1000),
+  });
+  const { service, packageDefinition } = inferenceProtocol();
+  server.addService(undecodedInfer(service), api.handlers());
+  const health = new HealthImplementation({ '': 'SERVING', [INFERENCE_SERVICE]: 'SERVING' });
+  health.addToServer(server);
+  const healthDefinition = loadSync(healthProtoPath, { keepCase: true });
+  new ReflectionService({ ...packageDefinition, ...healthDefinition }).addToServer(server);
+
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  const bound = await new Promise<number>((ready, fail) => {
+    server.bindAsync(`${host}:${port.port}`, ServerCredentials.createInsecure(), (error, chosen) => {
+      if (error) {
+        const code = /EADDRINUSE|address already in use/i.test(error.message) ? 'EADDRINUSE' : undefined;
+        fail(bindError(Object.assign(error, code ? { code } : {}), port, config.host));
+      } else ready(chosen);
+    });
+  });
+  return {
+    url: `grpc://${host}:${bound}`,
+    drain: () => {
+      health.setStatus('', 'NOT_SERVING');
+      health.setStatus(INFERENCE_SERVICE, 'NOT_SERVING');
+      api.drain();
+      return new Promise<void>((done) => server.tryShutdown(() => done()));
+    },
+    close: () => server.forceShutdown(),
+  };
+}
+
+/**
+ * ModelInfer and ModelStreamInfer take their messages as received bytes: the API reads the
+ * model from them, admits the request, and only then decodes the tensors.
+ */
+function undecodedInfer(service: ServiceDefinition): ServiceDefinition {
+  const asReceived = (bytes: Buffer): Buffer => bytes;
+  return {
+    ...service,
+    ModelInfer: { ...service.ModelInfer, requestDeserialize: asReceived },
+    ModelStreamInfer: { ...service.ModelStreamInfer, requestDeserialize: asReceived },
+  } as ServiceDefinition;
+}

@@ -1,0 +1,49 @@
+import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import {
+  BatchserveError,
+  ForbiddenError,
+  ModelNotFoundError,
+  ModelNotReadyError,
+  QueueFullError,
+  QueueTimeoutError,
+  RequestCancelledError,
+  UnauthorizedError,
+  VersionPolicyError,
+} from '../core/errors.js';
+
+/** The trailing metadata key that carries an error's stable `BS_ERR_*` code. */
+export const ERROR_CODE_KEY = 'bs-error-code';
+
+/**
+ * A failure as a gRPC status, mapped as Triton maps its own: a full queue and a queued timeout
+ * are UNAVAILABLE with Triton's messages (our errors carry them already), bad tensors
+ * INVALID_ARGUMENT, an unknown model or version NOT_FOUND, a version policy
+ * FAILED_PRECONDITION. Other errors go by their HTTP status; anything unexpected is INTERNAL
+ * with no details, which stay in the server log.
+ */
+export function grpcError(error: unknown): Partial<ServiceError> {
+  if (!(error instanceof BatchserveError)) {
+    return { code: status.INTERNAL, details: 'internal server error (see the server log)' };
+  }
+  const metadata = new Metadata();
+  metadata.set(ERROR_CODE_KEY, error.code);
+  return { code: grpcCodeOf(error), details: error.message, metadata };
+}
+
+function grpcCodeOf(error: BatchserveError): status {
+  if (error instanceof QueueFullError || error instanceof QueueTimeoutError || error instanceof ModelNotReadyError) {
+    return status.UNAVAILABLE;
+  }
+  if (error instanceof ModelNotFoundError) return status.NOT_FOUND;
+  if (error instanceof VersionPolicyError) return status.FAILED_PRECONDITION;
+  if (error instanceof UnauthorizedError) return status.UNAUTHENTICATED;
+  if (error instanceof ForbiddenError) return status.PERMISSION_DENIED;
+  if (error instanceof RequestCancelledError) return status.CANCELLED;
+  const http = error.httpStatus;
+  if (http === 404) return status.NOT_FOUND;
+  if (http === 409) return status.FAILED_PRECONDITION;
+  if (http === 413) return status.RESOURCE_EXHAUSTED;
+  if (http === 503) return status.UNAVAILABLE;
+  if (http >= 400 && http < 500) return status.INVALID_ARGUMENT;
+  return status.INTERNAL;
+}
