@@ -220,8 +220,9 @@ export class GrpcInferenceApi {
           const shadowed = target.version
             ? undefined
             : traffic.mirror(served, (shadow) => this.#shadowRun(shadow, prepared, logged));
+          const movable = shadowed === undefined && logged?.body === undefined && ownsItsData(prepared);
           const answer = await served.infer(
-            handlerRequest(prepared, shadowed === undefined && logged?.body === undefined),
+            handlerRequest(prepared, movable),
             { ...withDeadline(submitOptions(prepared), deadline), signal, reservation },
           );
           shadowed?.(answer.response);
@@ -281,6 +282,8 @@ export class GrpcInferenceApi {
     this.#streams.add(stream);
     const signal = cancelSignal(call);
     call.on('data', (raw: Buffer) => {
+      // Read before the request runs: its bytes may be moved into an instance.
+      const head = echo(raw);
       if (this.#draining) {
         call.write({ error_message: 'the server is shutting down; this request was not run', infer_response: {} });
         return;
@@ -290,7 +293,7 @@ export class GrpcInferenceApi {
       this.#infer(raw, call.metadata, call.getDeadline(), signal, () => undefined)
         .then(
           (answer) => call.write({ error_message: '', infer_response: answer }),
-          (error: unknown) => call.write({ error_message: grpcError(error).details, infer_response: echo(raw) }),
+          (error: unknown) => call.write({ error_message: grpcError(error).details, infer_response: head }),
         )
         .finally(() => {
           stream.pending -= 1;
@@ -395,6 +398,23 @@ function loggedRequest(
     prepared: keepsInputs ? prepared : undefined,
   };
 }
+
+/**
+ * Whether the request's tensors may be moved into a worker instance: each numeric tensor's
+ * memory must belong to this request alone. Raw inputs are views of the received message,
+ * which grpc-js assembles into a buffer of its own, except small ones, which Node allocates
+ * from its shared pool: moving that would take the pool from everyone. Those few bytes are copied.
+ */
+function ownsItsData(prepared: PreparedRequest): boolean {
+  for (const tensor of Object.values(prepared.inputs)) {
+    const { data } = tensor;
+    if (!Array.isArray(data) && data.buffer.byteLength <= POOLED_BELOW) return false;
+  }
+  return true;
+}
+
+/** Buffers up to half of Node's pool size may come from the pool (Buffer.allocUnsafe). */
+const POOLED_BELOW = Buffer.poolSize >>> 1;
 
 /** What a failed stream answer can say of its request: the model and id, when they can be read. */
 function echo(raw: Buffer): object {

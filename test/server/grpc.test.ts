@@ -428,3 +428,44 @@ test('the standard health service and server reflection are served beside the in
   assert.ok(services.includes('inference.GRPCInferenceService'), services.join(', '));
   assert.ok(services.includes('grpc.health.v1.Health'), services.join(', '));
 });
+
+test('large raw inputs move into the worker instance and small ones are copied; every answer is its own', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packAffine(dir, {
+    width: 2048,
+    config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 0\n',
+  });
+  const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  const grpc = client(t, server);
+  const ask = async (value: number) => {
+    const answer = await grpc.call('ModelInfer', {
+      model_name: 'affine',
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 2048] }],
+      raw_input_contents: [f32(new Array<number>(2048).fill(value))],
+    });
+    assert.equal(answer.error, undefined, answer.error?.details);
+    const values = floats(answer.response.raw_output_contents[0]);
+    assert.ok(
+      values.every((y) => y === value * 2 + 1),
+      `request ${value} got its own answer`,
+    );
+  };
+  // 8 KiB messages: views of buffers grpc-js made for each message, moved into the worker.
+  await Promise.all(Array.from({ length: 16 }, (_, value) => ask(value)));
+  const small = await grpc.call('ModelInfer', affineInfer());
+  assert.equal(small.error?.code, status.INVALID_ARGUMENT, 'the width is 2048 here');
+});
+
+test('grpc_max_streams caps the streams open at once: one more is refused with RESOURCE_EXHAUSTED', async (t) => {
+  const server = await affineServer(t, { grpc_max_streams: 1 });
+  const grpc = client(t, server);
+  const first = grpc.stream();
+  const answered = new Promise((done) => first.once('data', done));
+  first.write(affineInfer({ id: 'a' }));
+  await answered;
+  const second = grpc.stream();
+  const refused = await new Promise<{ code: number; details: string }>((done) => second.on('error', done));
+  assert.equal(refused.code, status.RESOURCE_EXHAUSTED);
+  assert.match(refused.details, /1 streams are open, the most this server takes \(grpc_max_streams\)/);
+  first.end();
+});
