@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # batchserve's image: the CLI as ENTRYPOINT, serving /mnt/models (where KServe's storage
-# initializer puts a storageUri) on 8080 (v2 inference), 8081 (management), 8082 (metrics).
+# initializer puts a storageUri) on 8080 (v2 inference), 8081 (management), 8082 (metrics)
+# and 8001 (v2 / Triton gRPC).
 #
 #   docker build -t batchserve .                                  # CPU
 #   docker build --build-arg VARIANT=cuda -t batchserve:cuda .    # CUDA 12 + cuDNN 9 (also TensorRT's provider)
@@ -54,6 +55,8 @@ RUN npm ci --omit=dev --ignore-scripts \
 COPY --from=build /opt/batchserve/dist/src ./dist/src
 COPY bin ./bin
 COPY templates ./templates
+# Triton's .proto files, which the gRPC server loads at start from the package folder.
+COPY protos ./protos
 RUN chmod 0755 bin/batchserve.js bin/model-archive.js \
  && ln -s /opt/batchserve/bin/batchserve.js /usr/local/bin/batchserve \
  && ln -s /opt/batchserve/bin/model-archive.js /usr/local/bin/model-archive \
@@ -73,6 +76,6 @@ ENV NODE_ENV=production \
 
 USER 10001:10001
 WORKDIR /home/batchserve
-EXPOSE 8080 8081 8082
+EXPOSE 8080 8081 8082 8001
 ENTRYPOINT ["batchserve"]
 CMD ["serve", "--model-store", "/mnt/models", "--models", "all"]

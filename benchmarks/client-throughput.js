@@ -26,7 +26,13 @@ if (process.argv[2] === '--ours') {
   const [url, seconds, warmupSeconds] = [process.argv[3], Number(process.argv[4]), Number(process.argv[5])];
   const result = await runLoad(
     url,
-    { path: '/', headers: { 'content-type': 'application/json' }, body: Buffer.from(BODY), rows: 1 },
+    {
+      protocol: 'v2-json',
+      path: '/',
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(BODY),
+      rows: 1,
+    },
     {
       level: { kind: 'concurrency', concurrency: CONCURRENCY },
       warmupMs: warmupSeconds * 1000,

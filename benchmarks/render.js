@@ -162,10 +162,69 @@ export const overload = {
   },
 };
 
+export const grpcVsRest = {
+  header(result) {
+    const { settings, environment } = result;
+    const seconds = (ms) => `${ms / 1000} s`;
+    return [
+      ...environmentLines(result),
+      `@grpc/grpc-js ${environment['@grpc/grpc-js']}, undici ${environment.undici}`,
+      settings.pinned
+        ? `server pinned to CPU 0, client to CPU 1 (taskset); the server's threads may run on CPU ${settings.serverThreadCpus.join(' / ')}`
+        : 'taskset not found: server and client share the CPUs',
+      `demo model, max_queue_delay 0, intra_op_threads 1; one random 1×3×48×192 FP32 row a request (110 KB); closed loop at ` +
+        `concurrency ${settings.levels.throughput} and ${settings.levels.latency}, ${seconds(settings.warmupMs)} warm-up ` +
+        `then ${settings.windows} × ${seconds(settings.windowMs)}; ${settings.rounds} rounds, the protocols' order rotating`,
+      'CPU µs/request: the server over the whole run, the client over the measured windows',
+      '',
+    ].join('\n');
+  },
+  run(run) {
+    const errors = Object.entries(run.errors).map(([kind, count]) => `${count} ${kind}`);
+    return (
+      `round ${run.round}  c=${String(run.concurrency).padEnd(3)} ${run.protocol.padEnd(12)}` +
+      `${fixed(run.throughput, 0).padStart(6)} req/s  p50 ${fixed(run.p50Ms, 2).padStart(6)} ms  ` +
+      `p99 ${fixed(run.p99Ms, 2).padStart(6)} ms  CPU µs/request: server ${fixed(run.serverCpuUs, 0).padStart(5)}, ` +
+      `client ${fixed(run.clientCpuUs, 0).padStart(4)}${errors.length > 0 ? `  errors: ${errors.join(', ')}` : ''}`
+    );
+  },
+  summary(result) {
+    const { levels, rounds } = result.settings;
+    const c = (key) => `c=${levels[key]}`;
+    const cpu = ({ throughput, latency }) => `${fixed(throughput, 0).padStart(6)} /${fixed(latency, 0).padStart(5)}`;
+    const ratios = (values) => values.map((value) => fixed(value, 2)).join(', ');
+    return [
+      `\nmedians of ${rounds} rounds:`,
+      `                ${c('throughput')} req/s  ${c('latency')} p50 ms  server CPU µs/req (${c('throughput')} / ${c('latency')})` +
+        `  client CPU µs/req (${c('throughput')} / ${c('latency')})`,
+      ...result.medians.map(
+        (each) =>
+          `  ${each.protocol.padEnd(12)}${fixed(each.throughput, 0).padStart(11)}${fixed(each.p50Ms, 3).padStart(12)}` +
+          `${cpu(each.serverCpuUs).padStart(22)}${cpu(each.clientCpuUs).padStart(30)}`,
+      ),
+      ...result.ratios.map(({ protocol, throughputRatio, throughputRatios, p50Ratio, p50Ratios, verdicts }) => {
+        const verdict = (key) => {
+          const { aim, met } = verdicts.find((each) => each.key === key);
+          return `aim ${aim}: ${metOrMissed(met)}${protocol === 'grpc' ? '' : ', for comparison'}`;
+        };
+        return [
+          `${protocol} ÷ v2-binary:`,
+          `  throughput at ${c('throughput')}   ${fixed(throughputRatio, 3)}  (${verdict('throughput')}; rounds ${ratios(throughputRatios)})`,
+          `  p50 at ${c('latency')}           ${fixed(p50Ratio, 3)}  (${verdict('p50')}; rounds ${ratios(p50Ratios)})`,
+        ].join('\n');
+      }),
+    ].join('\n');
+  },
+  render(result) {
+    return [this.header(result), ...result.runs.map((run) => this.run(run)), this.summary(result)].join('\n');
+  },
+};
+
 /** Each results/<name>.json's renderer, by name: the names the docs' markers use. */
 export const renderers = {
   'client-throughput': (result) => clientThroughput.render(result),
   'event-loop-stall': (result) => eventLoopStall.render(result),
   'served-vs-in-process': (result) => servedVsInProcess.render(result),
   overload: (result) => overload.render(result),
+  'grpc-vs-rest': (result) => grpcVsRest.render(result),
 };

@@ -3,11 +3,17 @@ import { FixedQueue } from './fixed-queue.js';
 import { realClock, type Clock } from './clock.js';
 import type { BatchRunner } from './batch-runner.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
+import { adaptiveWaitMs } from './adaptive-delay.js';
+import { ArrivalRate } from './arrival-rate.js';
+import { OnlineCostFit, type CostFit } from './cost-fit.js';
 
 export interface BatchingPolicy {
   /** Most rows in one forward pass; 0 = the model does not batch (one request per pass). */
   readonly maxBatchSize: number;
+  /** The fixed wait for a fuller batch; ignored when `adaptive` is set. */
   readonly maxQueueDelayUs: number;
+  /** `max_queue_delay: auto`: the wait follows the learnt cost and arrival rate (adaptive-delay.ts). */
+  readonly adaptive?: { readonly maxLatencyUs: number };
   readonly preferredBatchSizes: readonly number[];
   /** Queued rows beyond which requests are refused. */
   readonly maxQueueSize: number;
@@ -53,7 +59,20 @@ export interface BatcherObserver {
   /** Rows queued plus rows in a running batch: the autoscaling signal. */
   pendingChanged?(pendingRows: number): void;
   busyChanged?(busy: number, total: number): void;
+  /** Adaptive batching refitted T(B) = c + m·B for a shape of requests; `waitMs` is its latest wait. */
+  fitChanged?(fit: CostFit, waitMs: number): void;
 }
+
+/** What the batcher learns of one shape of requests: its cost line and its arrival rate. */
+interface ShapeLearning {
+  readonly fit: OnlineCostFit;
+  readonly arrivals: ArrivalRate;
+  /** The wait last chosen for this shape, ms. */
+  waitMs: number;
+}
+
+/** Shapes whose learning is kept; the least recently used goes past it. */
+const LEARNED_SHAPES = 64;
 
 interface Pending {
   readonly request: HandlerRequest;
@@ -72,7 +91,10 @@ class ShapeGroup {
   readonly levels: FixedQueue<Pending>[];
   rows = 0;
 
-  constructor(priorityLevels: number) {
+  constructor(
+    priorityLevels: number,
+    readonly learning: ShapeLearning,
+  ) {
     this.levels = Array.from({ length: priorityLevels }, () => new FixedQueue<Pending>());
   }
 
@@ -99,6 +121,8 @@ export class Batcher {
   #runners: BatchRunner[];
   readonly #idle: BatchRunner[];
   readonly #groups = new Map<string, ShapeGroup>();
+  /** Outlives the groups, which go when empty: a shape's cost line is learnt over many batches. */
+  readonly #learned = new Map<string, ShapeLearning>();
   #queuedRows = 0;
   /** Rows held for admitted requests still reading their bodies: one each, until they are queued. */
   #reservedRows = 0;
@@ -178,6 +202,7 @@ export class Batcher {
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
     return new Promise<SubmitResult>((resolve, reject) => {
       const group = this.#groupFor(options.shapeKey);
+      group.learning.arrivals.arrived(this.#clock.now(), options.rows);
       const pending: Pending = {
         request,
         rows: options.rows,
@@ -244,10 +269,23 @@ export class Batcher {
   #groupFor(shapeKey: string): ShapeGroup {
     let group = this.#groups.get(shapeKey);
     if (!group) {
-      group = new ShapeGroup(this.#policy.priorityLevels);
+      group = new ShapeGroup(this.#policy.priorityLevels, this.#learningFor(shapeKey));
       this.#groups.set(shapeKey, group);
     }
     return group;
+  }
+
+  #learningFor(shapeKey: string): ShapeLearning {
+    let learning = this.#learned.get(shapeKey);
+    if (learning) {
+      // Most recently used last, so the first key is the one to forget.
+      this.#learned.delete(shapeKey);
+    } else {
+      learning = { fit: new OnlineCostFit(), arrivals: new ArrivalRate(), waitMs: 0 };
+      if (this.#learned.size >= LEARNED_SHAPES) this.#learned.delete(this.#learned.keys().next().value as string);
+    }
+    this.#learned.set(shapeKey, learning);
+    return learning;
   }
 
   #dropQueued(pending: Pending, reason: Error): void {
@@ -277,9 +315,12 @@ export class Batcher {
       .sort((a, b) => a.oldest - b.oldest);
     for (const { key, group, oldest } of groups) {
       if (this.#idle.length === 0) break;
-      const target = this.#readyBatchRows(group.rows, now - oldest);
+      const target = this.#readyBatchRows(group, now - oldest, now);
       if (target === 0) {
-        nextWake = Math.min(nextWake, oldest + this.#policy.maxQueueDelayUs / 1000);
+        nextWake = Math.min(
+          nextWake,
+          this.#policy.adaptive ? now + group.learning.waitMs : oldest + this.#policy.maxQueueDelayUs / 1000,
+        );
         continue;
       }
       this.#dispatch(this.#idle.shift() as BatchRunner, this.#takeBatch(group, target));
@@ -295,16 +336,30 @@ export class Batcher {
 
   /**
    * How many rows to take now, or 0 to keep waiting: a full batch, else the largest preferred
-   * size reached, else everything that fits once the oldest request's delay has run out.
+   * size reached, else everything that fits once the oldest request's delay has run out (or,
+   * adaptive, once waiting for the next row no longer pays).
    */
-  #readyBatchRows(queuedRows: number, oldestWaitMs: number): number {
-    const { maxBatchSize, preferredBatchSizes, maxQueueDelayUs } = this.#policy;
+  #readyBatchRows(group: ShapeGroup, oldestWaitMs: number, now: number): number {
+    const { maxBatchSize, preferredBatchSizes, maxQueueDelayUs, adaptive } = this.#policy;
+    const queuedRows = group.rows;
     if (maxBatchSize === 0) return 1;
     if (queuedRows >= maxBatchSize) return maxBatchSize;
     let preferred = 0;
     for (const size of preferredBatchSizes) if (size <= queuedRows && size > preferred) preferred = size;
     if (preferred > 0) return preferred;
-    return this.#flushing || oldestWaitMs * 1000 >= maxQueueDelayUs ? maxBatchSize : 0;
+    if (this.#flushing) return maxBatchSize;
+    if (adaptive === undefined) return oldestWaitMs * 1000 >= maxQueueDelayUs ? maxBatchSize : 0;
+    const { learning } = group;
+    learning.waitMs = adaptiveWaitMs({
+      queuedRows,
+      maxBatchSize,
+      freeInstances: this.#idle.length,
+      oldestWaitMs,
+      gapMs: learning.arrivals.expectedGapMs(now),
+      maxLatencyMs: adaptive.maxLatencyUs / 1000,
+      fit: learning.fit.current(),
+    });
+    return learning.waitMs > 0 ? 0 : maxBatchSize;
   }
 
   /** Takes requests in priority, then arrival, order while they fit in `targetRows`. */
@@ -358,6 +413,7 @@ export class Batcher {
     const rows = batch.reduce((total, pending) => total + pending.rows, 0);
     try {
       const { responses, timings } = await runner.run(batch.map((pending) => pending.request));
+      this.#learnCost((batch[0] as Pending).group.learning, rows, this.#clock.now() - dispatchedAt);
       this.#observer.batchExecuted?.(rows, timings, runner.id);
       batch.forEach((pending, index) =>
         this.#finish(
@@ -388,6 +444,13 @@ export class Batcher {
         }
       }
     }
+  }
+
+  /** Feeds the shape's cost line with a batch's run time (the whole instance round trip, as a request sees it). */
+  #learnCost(learning: ShapeLearning, rows: number, ms: number): void {
+    if (this.#policy.adaptive === undefined) return;
+    learning.fit.add(rows, ms);
+    this.#observer.fitChanged?.(learning.fit.current(), learning.waitMs);
   }
 
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {

@@ -1,4 +1,4 @@
-import { formatDuration } from '../config/schema-kit.js';
+import { formatDelay } from './delay.js';
 /**
  * The batching model behind the bench's explanations: a forward pass over B rows costs
  * T(B) = c + m·B (a fixed cost c per pass plus m per row), so batching B rows into one pass
@@ -129,7 +129,7 @@ export function recommend(points: readonly PointResult[], sloP99Ms: number): Rec
   const snippet =
     `max_batch_size: ${maxBatchSize}\n` +
     `dynamic_batching:\n` +
-    `  max_queue_delay: ${formatDuration(maxQueueDelayUs)}\n` +
+    `  max_queue_delay: ${formatDelay(maxQueueDelayUs)}\n` +
     `instances:\n` +
     `  - { count: ${instances}, device: cpu }\n`;
   return { sloP99Ms, point: best, snippet };

@@ -1,28 +1,34 @@
 import { performance } from 'node:perf_hooks';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { build, decodeFromCompressedBase64, encodeIntoCompressedBase64, type Histogram } from 'hdr-histogram-js';
-import { Client, Pool, type Dispatcher } from 'undici';
+import { decodeFromCompressedBase64, encodeIntoCompressedBase64, type Histogram } from 'hdr-histogram-js';
 import { UsageError } from '../core/errors.js';
+import { isGrpcProtocol, isGrpcUrl } from './grpc-channel.js';
+import { LoadEngine, newHistogram, type EngineSettings, type WindowSample } from './load-engine.js';
 import type { RequestPayload } from './payload.js';
 import type { LatencySummary, LoadLevel } from './report-types.js';
 
 /**
- * The bench's HTTP client: drives one load level against a server and measures it.
+ * The bench's client: drives one load level against a server and measures it, over HTTP
+ * (undici) or gRPC (framed on node:http2), as the payload's protocol says.
  *
- * - Closed loop (concurrency N): N connections, one request in flight on each; a completion
- *   sends the next at once.
+ * - Closed loop (concurrency N): N request slots, one request in flight on each (HTTP: each
+ *   on a connection of its own; gRPC: calls multiplexed on one HTTP/2 connection;
+ *   grpc-stream: a ModelStreamInfer stream each); a completion sends the next at once.
  * - Open loop (rate R): requests are scheduled every 1/R s (constant) or at exponential
  *   intervals (poisson) and sent at their scheduled time whatever is still in flight. Latency
  *   runs from the scheduled time, so a stalled server cannot hide its queue (coordinated
  *   omission): a request that waits for a connection is late, and counted late.
- * - Only 2xx responses, read to the end, go into the latency histogram; every other outcome
- *   is counted by kind (HTTP status, "connection", "timeout", "other") and has no latency.
- *   `throughput` and `rows` count successful requests; `requests` counts every completion.
+ * - Only successes (2xx responses read to the end; gRPC answers with status OK and, on a
+ *   stream, no error_message) go into the latency histogram; every other outcome is counted
+ *   by kind (HTTP status, gRPC status name, "error_message", "connection", "timeout",
+ *   "other") and has no latency. `throughput` and `rows` count successful requests;
+ *   `requests` counts every completion.
  * - After the warm-up, each window gets its own histogram; the run stops when the last
  *   `minWindows` windows agree (see `isStable`), at `maxWindows`, or after `maxRequests`.
  *
- * The hot loop allocates nothing per request: one reused handler object per request slot
- * (undici's dispatch API, no promises), the same options, headers and body Buffer each time.
+ * The hot loop allocates little per request: one reused slot per request in flight (for HTTP
+ * undici's dispatch API, no promises), the same options, headers and body Buffer each time
+ * (for gRPC the request serialized and framed once, see grpc-http2.ts).
  */
 
 export interface LoadOptions {
@@ -90,19 +96,20 @@ export function isStable(windows: readonly WindowFigures[], minWindows: number, 
 
 /** Open-loop connections in all: enough that the client never limits the rate it offers. */
 const OPEN_LOOP_CONNECTIONS = 256;
-/** The longest a timed-out request goes unnoticed: timeouts are swept, not timed one by one. */
-const MAX_SWEEP_MS = 250;
 const WORKER_KIND = 'batchserve-load-worker';
-/** One request per connection at a time; undici's own timeouts off: the sweep times requests. */
-const CONNECTION_OPTIONS = { pipelining: 1, headersTimeout: 0, bodyTimeout: 0 } as const;
 
 export async function runLoad(baseUrl: string, payload: RequestPayload, options: LoadOptions): Promise<LoadResult> {
   checkOptions(options);
-  const origin = new URL(baseUrl).origin;
+  if (isGrpcProtocol(payload.protocol) !== isGrpcUrl(baseUrl)) {
+    throw new UsageError(
+      `the ${payload.protocol} protocol needs ${isGrpcProtocol(payload.protocol) ? 'a grpc://host:port' : 'an http://'} URL, got ${baseUrl}`,
+    );
+  }
   const shares = splitLevel(options.level, options.workers ?? 1);
   const budgets = splitCount(options.maxRequests ?? Infinity, shares.length);
   const settings = shares.map((share, index): EngineSettings => ({
-    origin,
+    url: baseUrl,
+    protocol: payload.protocol,
     path: payload.path,
     headers: payload.headers,
     body: payload.body,
@@ -239,11 +246,6 @@ function splitCount(count: number, parts: number): number[] {
   return Array.from({ length: parts }, (_, index) => Math.floor(count / parts) + (index < count % parts ? 1 : 0));
 }
 
-function newHistogram(): Histogram {
-  // Microseconds, 3 significant digits, up to an hour before it resizes.
-  return build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: 3 });
-}
-
 function summarize(histogram: Histogram): LatencySummary {
   if (histogram.totalCount === 0) return { count: 0, mean: 0, p50: 0, p90: 0, p99: 0, p999: 0, max: 0 };
   // A percentile is the top of its bucket (within 0.1%), so it may pass the exact max: clamp.
@@ -264,28 +266,6 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-// --- the engine: one thread's share of the load --------------------------------------------
-
-interface EngineSettings {
-  readonly origin: string;
-  readonly path: string;
-  readonly headers: Record<string, string>;
-  readonly body: Uint8Array;
-  readonly level: LoadLevel;
-  /** When this engine's first open-loop request is due, after start. */
-  readonly phaseMs: number;
-  readonly connections: number;
-  readonly requestTimeoutMs: number;
-  /** Measured requests this engine may complete; Infinity for no limit. */
-  readonly budget: number;
-}
-
-interface WindowSample {
-  readonly histogram: Histogram;
-  readonly successes: number;
-  readonly errors: Record<string, number>;
-}
-
 /** One thread's engine as the measuring loop sees it, wherever it runs. */
 interface EngineHandle {
   start(): void;
@@ -294,240 +274,6 @@ interface EngineHandle {
   /** Resolves once the budget is spent and nothing is in flight. */
   readonly finished: Promise<void>;
   stop(): Promise<void>;
-}
-
-/**
- * One outstanding request, and its undici handler. It uses the dispatch handler hooks undici's
- * client core calls directly (onConnect/onHeaders/onData/onComplete/onError): the newer
- * controller-style hooks are adapted to these with a wrapper object and a parsed headers
- * object per request, which is what the hot loop avoids.
- */
-class RequestSlot implements Dispatcher.DispatchHandler {
-  scheduledAt = 0;
-  status = 0;
-  busy = false;
-  /** Already counted as a timeout; whatever undici reports later only frees the slot. */
-  timedOut = false;
-  abort: ((error?: Error) => void) | undefined = undefined;
-  readonly resend = (): void => this.#engine.resend(this);
-  readonly #engine: LoadEngine;
-
-  constructor(
-    engine: LoadEngine,
-    readonly dispatcher: Dispatcher,
-  ) {
-    this.#engine = engine;
-  }
-
-  onConnect(abort: (error?: Error) => void): void {
-    if (this.timedOut) abort(TIMED_OUT);
-    else this.abort = abort;
-  }
-
-  onHeaders(statusCode: number): boolean {
-    this.status = statusCode;
-    return true;
-  }
-
-  onData(): boolean {
-    return true;
-  }
-
-  onComplete(): void {
-    this.#engine.settle(this, undefined);
-  }
-
-  onError(error: Error): void {
-    this.#engine.settle(this, error);
-  }
-}
-
-/** The reason the sweep aborts a request with; such a request is already counted. */
-const TIMED_OUT = new Error('the request timed out');
-
-class LoadEngine {
-  #histogram = newHistogram();
-  #successes = 0;
-  #errors: Record<string, number> = {};
-  #measuring = false;
-  /** Measured requests counted so far, toward the budget. */
-  #counted = 0;
-  /** Sent and not yet counted. */
-  #outstanding = 0;
-  /** Slots undici still holds (a timed-out request stays here until undici lets go). */
-  #inFlight = 0;
-  #stopped = false;
-  readonly #slots: RequestSlot[] = [];
-  readonly #idle: RequestSlot[] = [];
-  readonly #dispatchers: Dispatcher[] = [];
-  readonly #options: Dispatcher.DispatchOptions;
-  #nextAt = 0;
-  readonly #onTick = (): void => this.#tick();
-  #tickTimer: NodeJS.Timeout | undefined;
-  #sweepTimer: NodeJS.Timeout | undefined;
-  #markFinished: () => void = () => undefined;
-  readonly finished = new Promise<void>((resolve) => {
-    this.#markFinished = resolve;
-  });
-  readonly #settings: EngineSettings;
-
-  constructor(settings: EngineSettings) {
-    this.#settings = settings;
-    this.#options = {
-      path: settings.path,
-      method: 'POST',
-      headers: settings.headers,
-      body: Buffer.from(settings.body.buffer, settings.body.byteOffset, settings.body.byteLength),
-    };
-    const { level } = settings;
-    if (level.kind === 'concurrency') {
-      for (let i = 0; i < level.concurrency; i++) {
-        const client = new Client(settings.origin, CONNECTION_OPTIONS);
-        this.#dispatchers.push(client);
-        this.#slots.push(new RequestSlot(this, client));
-      }
-    } else {
-      this.#dispatchers.push(new Pool(settings.origin, { ...CONNECTION_OPTIONS, connections: settings.connections }));
-    }
-  }
-
-  start(): void {
-    const sweepMs = Math.min(MAX_SWEEP_MS, Math.max(5, this.#settings.requestTimeoutMs / 4));
-    this.#sweepTimer = setInterval(() => this.#sweep(), sweepMs);
-    if (this.#settings.level.kind === 'concurrency') {
-      for (const slot of this.#slots) this.#send(slot, performance.now());
-      return;
-    }
-    this.#nextAt = performance.now() + this.#settings.phaseMs;
-    this.#tick();
-  }
-
-  snapshot(): WindowSample {
-    const sample = { histogram: this.#histogram, successes: this.#successes, errors: this.#errors };
-    this.#histogram = newHistogram();
-    this.#successes = 0;
-    this.#errors = {};
-    this.#measuring = true;
-    this.#checkFinished();
-    return sample;
-  }
-
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#tickTimer);
-    clearInterval(this.#sweepTimer);
-    await Promise.all(this.#dispatchers.map((dispatcher) => dispatcher.destroy()));
-  }
-
-  /** Open loop: send everything due, then sleep until the next request is due. */
-  #tick(): void {
-    const level = this.#settings.level;
-    if (level.kind !== 'rate') return;
-    const meanGapMs = 1000 / level.rate;
-    const now = performance.now();
-    while (this.#nextAt <= now && this.#mayStart()) {
-      this.#send(this.#idle.pop() ?? this.#newSlot(), this.#nextAt);
-      this.#nextAt += level.arrival === 'constant' ? meanGapMs : -Math.log(1 - Math.random()) * meanGapMs;
-    }
-    if (this.#mayStart()) this.#tickTimer = setTimeout(this.#onTick, Math.max(0, this.#nextAt - now));
-  }
-
-  #newSlot(): RequestSlot {
-    const slot = new RequestSlot(this, this.#dispatchers[0] as Dispatcher);
-    this.#slots.push(slot);
-    return slot;
-  }
-
-  #mayStart(): boolean {
-    return !this.#stopped && !(this.#measuring && this.#counted + this.#outstanding >= this.#settings.budget);
-  }
-
-  #send(slot: RequestSlot, scheduledAt: number): void {
-    slot.scheduledAt = scheduledAt;
-    slot.status = 0;
-    slot.busy = true;
-    slot.timedOut = false;
-    slot.abort = undefined;
-    this.#outstanding += 1;
-    this.#inFlight += 1;
-    slot.dispatcher.dispatch(this.#options, slot);
-  }
-
-  /** undici is done with the slot's request: count it (unless already timed out), reuse the slot. */
-  settle(slot: RequestSlot, error: Error | undefined): void {
-    if (!slot.busy) return;
-    slot.busy = false;
-    this.#inFlight -= 1;
-    if (this.#stopped) return;
-    if (!slot.timedOut) {
-      if (error !== undefined) this.#count(errorKind(error));
-      else if (slot.status >= 200 && slot.status < 300) {
-        this.#histogram.recordValue(Math.max(1, Math.round((performance.now() - slot.scheduledAt) * 1000)));
-        this.#count(undefined);
-      } else this.#count(String(slot.status));
-    }
-    if (this.#settings.level.kind === 'rate') this.#idle.push(slot);
-    // After an error, undici may still be failing the client's other requests (a refused
-    // connection fails the whole queue): dispatching into it from here would re-enter it.
-    else if (error !== undefined) setImmediate(slot.resend);
-    else if (this.#mayStart()) this.#send(slot, performance.now());
-    this.#checkFinished();
-  }
-
-  /** Closed loop: the slot's next request, unless the run is over. */
-  resend(slot: RequestSlot): void {
-    if (!slot.busy && this.#mayStart()) this.#send(slot, performance.now());
-  }
-
-  /** Counts one outcome: undefined is a success (its latency already recorded). */
-  #count(errorKindOrSuccess: string | undefined): void {
-    this.#outstanding -= 1;
-    if (this.#measuring) this.#counted += 1;
-    if (errorKindOrSuccess === undefined) this.#successes += 1;
-    else this.#errors[errorKindOrSuccess] = (this.#errors[errorKindOrSuccess] ?? 0) + 1;
-  }
-
-  #sweep(): void {
-    const deadline = performance.now() - this.#settings.requestTimeoutMs;
-    for (const slot of this.#slots) {
-      if (!slot.busy || slot.timedOut || slot.scheduledAt > deadline) continue;
-      slot.timedOut = true;
-      this.#count('timeout');
-      // Not yet on a socket (queued in the pool): onConnect aborts it when it gets there.
-      slot.abort?.(TIMED_OUT);
-    }
-    this.#checkFinished();
-  }
-
-  #checkFinished(): void {
-    if (this.#measuring && this.#inFlight === 0 && !this.#mayStart()) this.#markFinished();
-  }
-}
-
-function errorKind(error: Error): string {
-  if (error === TIMED_OUT) return 'timeout';
-  // Connecting to every address of a name fails with an AggregateError of the attempts.
-  const code = (error as { code?: unknown }).code ?? (error as { errors?: { code?: unknown }[] }).errors?.[0]?.code;
-  switch (code) {
-    case 'UND_ERR_HEADERS_TIMEOUT':
-    case 'UND_ERR_BODY_TIMEOUT':
-    case 'UND_ERR_CONNECT_TIMEOUT':
-    case 'ETIMEDOUT':
-      return 'timeout';
-    case 'ECONNREFUSED':
-    case 'ECONNRESET':
-    case 'ECONNABORTED':
-    case 'EPIPE':
-    case 'EHOSTUNREACH':
-    case 'ENETUNREACH':
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-    case 'UND_ERR_SOCKET':
-    case 'UND_ERR_CLOSED':
-      return 'connection';
-    default:
-      return 'other';
-  }
 }
 
 class LocalEngine implements EngineHandle {

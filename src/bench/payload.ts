@@ -2,8 +2,10 @@ import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { request } from 'undici';
 import { InputFileError, ModelNotFoundError, UsageError } from '../core/errors.js';
-import { bytesPerElement, isDatatype, ortTypeOf, type Datatype } from '../core/datatypes.js';
+import { isDatatype, type Datatype } from '../core/datatypes.js';
+import { grpcInferRequest, type RawInput } from './grpc-payload.js';
 import type { Protocol } from './report-types.js';
+import { binaryTensor, elementBytes, mulberry32, randomValues, type Value } from './tensor-values.js';
 
 /**
  * What every request of a bench run sends. The body is built once and the same Buffer (and
@@ -11,8 +13,11 @@ import type { Protocol } from './report-types.js';
  * for it.
  */
 export interface RequestPayload {
+  readonly protocol: Protocol;
+  /** The HTTP path, or the gRPC method's (`/inference.GRPCInferenceService/ModelInfer`). */
   readonly path: string;
   readonly headers: Record<string, string>;
+  /** For gRPC, the serialized ModelInferRequest. */
   readonly body: Buffer;
   /** Items one request carries (its batch dimension), for items per second. */
   readonly rows: number;
@@ -111,7 +116,7 @@ export function randomPayload(metadata: ModelMetadata, options: RandomPayloadOpt
   if (metadata.inputs.length === 0) throw new UsageError(`model ${metadata.name} has no inputs`);
   const inputs = metadata.inputs.map((input) => resolveInput(input, clientBatch, overrides[input.name]));
   const random = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
-  const values = inputs.map((input) => randomValues(input, random));
+  const values = inputs.map((input) => randomValues(input.datatype, input.count, random));
   const rows = metadata.inputs[0]?.shape[0] === -1 ? clientBatch : 1;
 
   if (protocol === 'torchserve') {
@@ -119,15 +124,19 @@ export function randomPayload(metadata: ModelMetadata, options: RandomPayloadOpt
     inputs.forEach((input, index) => {
       named[input.name] = nest(values[index] as Value[], input.shape);
     });
-    return jsonPayload(predictionsPath(metadata.name), Buffer.from(JSON.stringify(named)), rows);
+    return jsonPayload(protocol, predictionsPath(metadata.name), Buffer.from(JSON.stringify(named)), rows);
   }
   if (protocol === 'v2-json') {
     const body = {
       inputs: inputs.map((input, index) => ({ ...describe(input), data: values[index] })),
     };
-    return jsonPayload(inferPath(metadata.name), Buffer.from(JSON.stringify(body)), rows);
+    return jsonPayload(protocol, inferPath(metadata.name), Buffer.from(JSON.stringify(body)), rows);
   }
-  const parts = inputs.map((input, index) => binaryTensor(input, values[index] as Value[]));
+  const parts = inputs.map((input, index) => binaryTensor(input.datatype, values[index] as Value[]));
+  if (protocol === 'grpc' || protocol === 'grpc-stream') {
+    const raw = inputs.map((input, index) => ({ ...describe(input), data: parts[index] as Buffer }));
+    return grpcPayload(protocol, metadata.name, raw, rows);
+  }
   const header = Buffer.from(
     JSON.stringify({
       inputs: inputs.map((input, index) => ({
@@ -138,6 +147,7 @@ export function randomPayload(metadata: ModelMetadata, options: RandomPayloadOpt
     }),
   );
   return {
+    protocol,
     path: inferPath(metadata.name),
     headers: {
       'content-type': 'application/octet-stream',
@@ -152,6 +162,7 @@ export function randomPayload(metadata: ModelMetadata, options: RandomPayloadOpt
  * A request from a file. `.json`: a v2 JSON infer body (v2-json, v2-binary) or a TorchServe
  * body, sent as it is. Anything else is raw bytes: a TorchServe body (an image, say), or a
  * Triton raw binary request (Inference-Header-Content-Length: 0) for a single-input model.
+ * gRPC sends a v2 JSON body's inputs, or raw bytes as a single input's, in raw_input_contents.
  */
 export async function payloadFromFile(
   file: string,
@@ -174,18 +185,26 @@ export async function payloadFromFile(
       throw new InputFileError(`${file} is not JSON: ${(error as Error).message}`, { cause: error });
     }
     if (protocol === 'torchserve') {
-      return jsonPayload(predictionsPath(metadata.name), body, batched ? torchserveRows(parsed, metadata) : 1);
+      return jsonPayload(
+        protocol,
+        predictionsPath(metadata.name),
+        body,
+        batched ? torchserveRows(parsed, metadata) : 1,
+      );
     }
     const first = (parsed as { inputs?: { shape?: unknown }[] } | null)?.inputs?.[0];
     if (!first || !Array.isArray(first.shape)) {
       throw new InputFileError(`${file} is not a KServe v2 infer request: it needs an "inputs" array with shapes`);
     }
     const rows = batched && typeof first.shape[0] === 'number' ? first.shape[0] : 1;
-    return jsonPayload(inferPath(metadata.name), body, rows);
+    if (protocol === 'grpc' || protocol === 'grpc-stream') {
+      return grpcPayload(protocol, metadata.name, jsonInputs(parsed, file), rows);
+    }
+    return jsonPayload(protocol, inferPath(metadata.name), body, rows);
   }
   if (protocol === 'torchserve') {
     const contentType = CONTENT_TYPES[extension] ?? 'application/octet-stream';
-    return { path: predictionsPath(metadata.name), headers: { 'content-type': contentType }, body, rows: 1 };
+    return { protocol, path: predictionsPath(metadata.name), headers: { 'content-type': contentType }, body, rows: 1 };
   }
   if (protocol === 'v2-json') {
     throw new UsageError(
@@ -198,12 +217,54 @@ export async function payloadFromFile(
       `a raw binary request needs a model with one input; ${metadata.name} takes ${inputNames(metadata)}: give a .json infer body instead`,
     );
   }
+  const rows = batched ? rawRows(input, body.length, file) : 1;
+  if (protocol === 'grpc' || protocol === 'grpc-stream') {
+    const shape = batched ? [rows, ...input.shape.slice(1)] : input.shape;
+    if (input.datatype === 'BYTES' || shape.includes(-1)) {
+      throw new UsageError(
+        `gRPC requests carry a shape, which raw bytes leave open for input "${input.name}" [${input.shape.join(', ')}] ${input.datatype}: give a .json infer body instead`,
+      );
+    }
+    return grpcPayload(
+      protocol,
+      metadata.name,
+      [{ name: input.name, datatype: input.datatype, shape, data: body }],
+      rows,
+    );
+  }
   return {
+    protocol,
     path: inferPath(metadata.name),
     headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': '0' },
     body,
-    rows: batched ? rawRows(input, body.length, file) : 1,
+    rows,
   };
+}
+
+function grpcPayload(
+  protocol: 'grpc' | 'grpc-stream',
+  model: string,
+  inputs: readonly RawInput[],
+  rows: number,
+): RequestPayload {
+  return { protocol, headers: {}, ...grpcInferRequest(model, inputs, protocol === 'grpc-stream'), rows };
+}
+
+/** A v2 JSON infer body's inputs, their `data` in Triton's binary layout. */
+function jsonInputs(parsed: unknown, file: string): RawInput[] {
+  const inputs = (parsed as { inputs: { name?: unknown; datatype?: unknown; shape?: unknown; data?: unknown }[] })
+    .inputs;
+  return inputs.map((input, index) => {
+    const { name, datatype, shape, data } = input;
+    const what = typeof name === 'string' ? `input "${name}"` : `inputs[${index}]`;
+    if (typeof name !== 'string' || typeof datatype !== 'string' || !isDatatype(datatype)) {
+      throw new InputFileError(`${file}: ${what} needs a name and a KServe v2 datatype`);
+    }
+    if (!Array.isArray(data) || !Array.isArray(shape) || !shape.every(Number.isSafeInteger)) {
+      throw new InputFileError(`${file}: ${what} needs a shape of integers and its values in "data"`);
+    }
+    return { name, datatype, shape, data: binaryTensor(datatype, data.flat(Infinity) as Value[]) };
+  });
 }
 
 const CONTENT_TYPES: Record<string, string> = { '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg' };
@@ -216,8 +277,8 @@ function predictionsPath(model: string): string {
   return `/predictions/${encodeURIComponent(model)}`;
 }
 
-function jsonPayload(path: string, body: Buffer, rows: number): RequestPayload {
-  return { path, headers: { 'content-type': 'application/json' }, body, rows };
+function jsonPayload(protocol: Protocol, path: string, body: Buffer, rows: number): RequestPayload {
+  return { protocol, path, headers: { 'content-type': 'application/json' }, body, rows };
 }
 
 function inputNames(metadata: ModelMetadata): string {
@@ -289,104 +350,10 @@ function resolveInput(input: TensorMetadata, clientBatch: number, override: numb
   return { name: input.name, datatype: input.datatype, shape, count: shape.reduce((a, b) => a * b, 1) };
 }
 
-type Value = number | boolean | string;
-
-/**
- * Floats are multiples of 1/1024 in [-1, 1], exact in FP16, FP32 and FP64 alike, so the JSON
- * and binary forms carry the same tensor. Integers are small (0–99): valid as token ids or
- * indices for most models. BYTES are 8 lowercase letters.
- */
-function randomValues(input: ResolvedInput, random: () => number): Value[] {
-  const values = new Array<Value>(input.count);
-  for (let i = 0; i < input.count; i++) {
-    switch (input.datatype) {
-      case 'FP16':
-      case 'FP32':
-      case 'FP64':
-        values[i] = (Math.floor(random() * 2049) - 1024) / 1024;
-        break;
-      case 'BOOL':
-        values[i] = random() < 0.5;
-        break;
-      case 'BYTES':
-        values[i] = String.fromCharCode(...Array.from({ length: 8 }, () => 97 + Math.floor(random() * 26)));
-        break;
-      default:
-        values[i] = Math.floor(random() * 100);
-    }
-  }
-  return values;
-}
-
-function elementBytes(datatype: Exclude<Datatype, 'BYTES'>): number {
-  return bytesPerElement(ortTypeOf(datatype) as Parameters<typeof bytesPerElement>[0]);
-}
-
-/** Triton's binary layout: little-endian, row-major; BOOL a byte; BYTES length-prefixed UTF-8. */
-function binaryTensor(input: ResolvedInput, values: readonly Value[]): Buffer {
-  const { datatype } = input;
-  if (datatype === 'BYTES') {
-    return Buffer.concat(
-      values.map((value) => {
-        const text = Buffer.from(String(value));
-        const length = Buffer.alloc(4);
-        length.writeUInt32LE(text.length);
-        return Buffer.concat([length, text]);
-      }),
-    );
-  }
-  const size = elementBytes(datatype);
-  const bytes = Buffer.alloc(values.length * size);
-  values.forEach((value, index) => {
-    const at = index * size;
-    const number = Number(value);
-    switch (datatype) {
-      case 'FP16':
-        return bytes.writeUInt16LE(exactHalf(number), at);
-      case 'FP32':
-        return bytes.writeFloatLE(number, at);
-      case 'FP64':
-        return bytes.writeDoubleLE(number, at);
-      case 'INT64':
-        return bytes.writeBigInt64LE(BigInt(number), at);
-      case 'UINT64':
-        return bytes.writeBigUInt64LE(BigInt(number), at);
-      case 'INT8':
-      case 'INT16':
-      case 'INT32':
-        return bytes.writeIntLE(number, at, size);
-      default:
-        return bytes.writeUIntLE(number, at, size);
-    }
-  });
-  return bytes;
-}
-
-/** Half-precision bits of k/1024, |k| ≤ 1024: always a normal half, so no rounding is needed. */
-function exactHalf(value: number): number {
-  const units = Math.round(Math.abs(value) * 1024);
-  if (units === 0) return 0;
-  const exponent = 31 - Math.clz32(units);
-  const bits = ((exponent + 5) << 10) | ((units - 2 ** exponent) << (10 - exponent));
-  return value < 0 ? bits | 0x8000 : bits;
-}
-
 /** Flat row-major values as nested arrays of `shape`, for TorchServe JSON bodies. */
 function nest(values: readonly Value[], shape: readonly number[]): unknown {
   if (shape.length === 0) return values[0];
   const [outer = 1, ...inner] = shape;
   const stride = inner.reduce((a, b) => a * b, 1);
   return Array.from({ length: outer }, (_, index) => nest(values.slice(index * stride, (index + 1) * stride), inner));
-}
-
-/** A small seeded PRNG (mulberry32): uniform in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

@@ -5,11 +5,11 @@
  */
 import type Table from 'cli-table3';
 import { createTable } from '../core/table.js';
-import { formatDuration } from '../config/schema-kit.js';
+import { formatDelay } from './delay.js';
 import type { BatchCostFit, BenchReport, LoadLevel, PointResult, ServerPoint, SpeedupRow } from './report-types.js';
 
 export function describeServer(server: ServerPoint): string {
-  return `B=${server.maxBatchSize} d=${formatDuration(server.maxQueueDelayUs)} i=${server.instances}`;
+  return `B=${server.maxBatchSize} d=${formatDelay(server.maxQueueDelayUs)} i=${server.instances}`;
 }
 
 export function describeLoad(load: LoadLevel): string {

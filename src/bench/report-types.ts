@@ -4,7 +4,8 @@
  * Times are milliseconds unless a name says otherwise.
  */
 
-export type Protocol = 'v2-binary' | 'v2-json' | 'torchserve';
+/** REST: v2 binary or JSON tensors, TorchServe bodies. gRPC: unary ModelInfer, or ModelStreamInfer. */
+export type Protocol = 'v2-binary' | 'v2-json' | 'torchserve' | 'grpc' | 'grpc-stream';
 export type Arrival = 'poisson' | 'constant';
 
 /** Closed loop: a fixed number of requests in flight. Open loop: a fixed arrival rate. */
@@ -15,7 +16,8 @@ export type LoadLevel =
 /** The server configuration one sweep point ran under. */
 export interface ServerPoint {
   readonly maxBatchSize: number;
-  readonly maxQueueDelayUs: number;
+  /** Microseconds, or `auto`: adaptive batching. */
+  readonly maxQueueDelayUs: number | 'auto';
   readonly instances: number;
 }
 
@@ -51,7 +53,10 @@ export interface PointResult {
   readonly throughput: number;
   readonly itemsPerSecond: number;
   readonly latency: LatencySummary;
-  /** By kind: an HTTP status ("503"), "connection", "timeout", "other". */
+  /**
+   * By kind: an HTTP status ("503"), a gRPC status name ("UNAVAILABLE"), "error_message" (a
+   * failed grpc-stream answer), "connection", "timeout", "other".
+   */
   readonly errors: Readonly<Record<string, number>>;
   readonly errorCount: number;
   /** Whether the last windows agreed within the stability rule. */

@@ -1,7 +1,7 @@
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
 import type { LoadOptions } from './load-generator.js';
 import { runLoad } from './load-generator.js';
-import { fetchModelMetadata, payloadFromFile, randomPayload, type RequestPayload } from './payload.js';
+import { payloadFromFile, randomPayload, type RequestPayload } from './payload.js';
 import type { LoadLevel, PointResult, Protocol, ServerPoint, ServerSideFigures } from './report-types.js';
 import { samplesFromStats } from './fit.js';
 import type { BenchTarget } from './targets.js';
@@ -107,7 +107,7 @@ export async function runSweep(target: BenchTarget, options: SweepOptions): Prom
 }
 
 async function buildPayload(target: BenchTarget, options: SweepOptions): Promise<RequestPayload> {
-  const metadata = await fetchModelMetadata(target.inferenceUrl, target.model);
+  const metadata = await target.metadata();
   return options.inputFile
     ? payloadFromFile(options.inputFile, metadata, options.protocol)
     : randomPayload(metadata, { protocol: options.protocol, clientBatch: options.clientBatch, seed: 1 });

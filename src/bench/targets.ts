@@ -3,19 +3,25 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { request } from 'undici';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { ModelLoadError, UsageError } from '../core/errors.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
 import type { ApiAddresses } from '../server/server.js';
+import { delayParameter } from './delay.js';
 import { parseStartupUrls } from '../server/startup-block.js';
+import { isGrpcUrl } from './grpc-channel.js';
+import { GrpcModelQueries } from './grpc-model-queries.js';
+import { getJson, RestModelQueries, type ModelQueries } from './model-queries.js';
+import type { ModelMetadata } from './payload.js';
 import type { ServerPoint } from './report-types.js';
 
 /** The server a bench drives: it can be put into a sweep point and asked for statistics. */
 export interface BenchTarget {
   readonly model: string;
+  /** Where the load goes: the REST inference API (`http://…`), or the gRPC one (`grpc://host:port`). */
   readonly inferenceUrl: string;
+  metadata(): Promise<ModelMetadata>;
   /** The configuration the server has now, for a bench without a sweep. */
   current(): Promise<ServerPoint>;
   apply(point: ServerPoint): Promise<void>;
@@ -25,27 +31,12 @@ export interface BenchTarget {
 
 const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
 
-async function getJson(url: string, init: { method?: 'GET' | 'PUT'; token?: string } = {}): Promise<unknown> {
-  let response;
-  try {
-    response = await request(url, {
-      method: init.method ?? 'GET',
-      headers: init.token ? { authorization: `Bearer ${init.token}` } : {},
-    });
-  } catch (error) {
-    throw new UsageError(`cannot reach ${url}: ${(error as Error).message}`);
-  }
-  const body = (await response.body.json().catch(() => ({}))) as { error?: string };
-  if (response.statusCode >= 400) {
-    throw new UsageError(
-      `${init.method ?? 'GET'} ${url} answered ${response.statusCode}: ${body.error ?? 'no message'}`,
-    );
-  }
-  return body;
-}
-
-/** A server someone else runs: sweeps reconfigure it through its management API. */
+/**
+ * A server someone else runs: asked about its model on the API the load goes to (REST or
+ * gRPC); sweeps reconfigure it through its management API, which is REST.
+ */
 export class RemoteTarget implements BenchTarget {
+  readonly #queries: ModelQueries;
   readonly #management: { url: string; token?: string } | undefined;
 
   constructor(
@@ -53,20 +44,18 @@ export class RemoteTarget implements BenchTarget {
     readonly model: string,
     management?: { url: string; token?: string },
   ) {
+    this.#queries = isGrpcUrl(inferenceUrl)
+      ? new GrpcModelQueries(inferenceUrl, model)
+      : new RestModelQueries(inferenceUrl, model);
     this.#management = management;
   }
 
-  async current(): Promise<ServerPoint> {
-    const config = (await getJson(`${this.inferenceUrl}/v2/models/${encodeURIComponent(this.model)}/config`)) as {
-      max_batch_size: number;
-      dynamic_batching?: { max_queue_delay_microseconds?: number };
-      instance_group?: { count: number }[];
-    };
-    return {
-      maxBatchSize: config.max_batch_size,
-      maxQueueDelayUs: config.dynamic_batching?.max_queue_delay_microseconds ?? 0,
-      instances: (config.instance_group ?? []).reduce((total, group) => total + group.count, 0) || 1,
-    };
+  metadata(): Promise<ModelMetadata> {
+    return this.#queries.metadata();
+  }
+
+  current(): Promise<ServerPoint> {
+    return this.#queries.config();
   }
 
   async apply(point: ServerPoint): Promise<void> {
@@ -76,23 +65,19 @@ export class RemoteTarget implements BenchTarget {
       if (unchanged) return;
       throw new UsageError('sweeping batch sizes, delays or instances needs --management-url (and --token-file)');
     }
-    const query = `batch_size=${point.maxBatchSize}&max_batch_delay=${point.maxQueueDelayUs / 1000}&min_worker=${point.instances}`;
+    const query = `batch_size=${point.maxBatchSize}&max_batch_delay=${delayParameter(point.maxQueueDelayUs)}&min_worker=${point.instances}`;
     await getJson(`${this.#management.url}/models/${encodeURIComponent(this.model)}?${query}`, {
       method: 'PUT',
       ...(this.#management.token ? { token: this.#management.token } : {}),
     });
   }
 
-  async stats(): Promise<ModelStatsJson> {
-    const body = (await getJson(`${this.inferenceUrl}/v2/models/${encodeURIComponent(this.model)}/stats`)) as {
-      model_stats: ModelStatsJson[];
-    };
-    const stats = body.model_stats[0];
-    if (!stats) throw new UsageError(`the server has no statistics for ${this.model}`);
-    return stats;
+  stats(): Promise<ModelStatsJson> {
+    return this.#queries.stats();
   }
 
   close(): Promise<void> {
+    this.#queries.close();
     return Promise.resolve();
   }
 }
@@ -101,6 +86,8 @@ export interface ArchiveTargetOptions {
   /** Pin the server to CPU 0 and this process to the others (taskset), so they don't compete. */
   readonly pin: boolean;
   readonly device?: string;
+  /** Send the load to the server's gRPC port instead of its REST one. */
+  readonly grpc?: boolean;
 }
 
 /**
@@ -110,6 +97,7 @@ export interface ArchiveTargetOptions {
 export class ArchiveTarget implements BenchTarget {
   #child: ChildProcess | undefined;
   #remote: RemoteTarget | undefined;
+  #grpcUrl = '';
   #defaults: ServerPoint | undefined;
   readonly #archive: string;
   readonly #workDir: string;
@@ -146,7 +134,12 @@ export class ArchiveTarget implements BenchTarget {
 
   get inferenceUrl(): string {
     if (!this.#remote) throw new UsageError('the bench server is not running');
-    return this.#remote.inferenceUrl;
+    return this.#options.grpc ? this.#grpcUrl : this.#remote.inferenceUrl;
+  }
+
+  metadata(): Promise<ModelMetadata> {
+    if (!this.#remote) throw new UsageError('the bench server is not running');
+    return this.#remote.metadata();
   }
 
   current(): Promise<ServerPoint> {
@@ -182,6 +175,8 @@ export class ArchiveTarget implements BenchTarget {
     const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#child = child;
     const urls = await startupUrls(child);
+    if (this.#options.grpc && !urls.grpc) throw new ModelLoadError('the bench server named no gRPC address');
+    this.#grpcUrl = urls.grpc;
     this.#remote = new RemoteTarget(urls.inference, this.model, {
       url: urls.management,
       token: (await readFile(keyFile, 'utf8')).trim(),
@@ -202,6 +197,7 @@ export class ArchiveTarget implements BenchTarget {
   async #stopChild(): Promise<void> {
     const child = this.#child;
     this.#child = undefined;
+    await this.#remote?.close();
     this.#remote = undefined;
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));

@@ -10,7 +10,7 @@ export function registerBench(program: Command): void {
       'drive a server across batch sizes × delays × load levels; fit T(B) = c + m·B and report the 1 + c/m ceiling',
     )
     .argument('[archive]', 'a .mar to serve and sweep (bench starts and stops serve itself)')
-    .option('--url <url>', 'a running server (its inference API) instead of an archive')
+    .option('--url <url>', 'a running server instead of an archive: its inference API, http://… or grpc://host:port')
     .option('--model <name>', 'the model to drive on --url')
     .option('--management-url <url>', "the --url server's management API, needed to sweep it")
     .option('--token <token>', 'management bearer token')
@@ -27,9 +27,10 @@ export function registerBench(program: Command): void {
     .option('--delays <delays>', 'max_queue_delay values to sweep, e.g. 0,1ms,5ms', commaList)
     .option('--instances <counts>', 'instance counts to sweep, e.g. 1,2', commaList)
     .addOption(
-      new Option('--protocol <protocol>', 'how requests are sent')
-        .choices(['v2-binary', 'v2-json', 'torchserve'])
-        .default('v2-binary'),
+      new Option(
+        '--protocol <protocol>',
+        'how requests are sent (default: v2-binary, or grpc with a grpc:// --url)',
+      ).choices(['v2-binary', 'v2-json', 'torchserve', 'grpc', 'grpc-stream']),
     )
     .option('--client-batch <rows>', 'rows per request', '1')
     .option('--input <file>', 'send this file (JSON body, or raw bytes such as an image) instead of random tensors')

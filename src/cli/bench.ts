@@ -6,7 +6,8 @@ import { measureInProcess, powersOfTwoUpTo } from '../bench/in-process.js';
 import { buildReport } from '../bench/report.js';
 import { renderHtml } from '../bench/report-html.js';
 import { renderCsv, renderMarkdown, renderTable } from '../bench/report-table.js';
-import type { BenchReport, LoadLevel, PointResult } from '../bench/report-types.js';
+import { grpcTarget, isGrpcProtocol, isGrpcUrl } from '../bench/grpc-channel.js';
+import type { BenchReport, LoadLevel, PointResult, Protocol } from '../bench/report-types.js';
 import { runSweep, type BatchTimeSample, type SweepProgress } from '../bench/sweep.js';
 import { ArchiveTarget, RemoteTarget, type BenchTarget } from '../bench/targets.js';
 import { durationOption, integerOption } from './options.js';
@@ -24,7 +25,7 @@ export interface BenchCommandOptions {
   batchSizes?: string[];
   delays?: string[];
   instances?: string[];
-  protocol: 'v2-binary' | 'v2-json' | 'torchserve';
+  protocol?: Protocol;
   clientBatch: string;
   input?: string;
   duration: string;
@@ -50,6 +51,7 @@ export async function runBench(archive: string | undefined, options: BenchComman
   if (!archive && !options.url)
     throw new UsageError('give an archive to serve, or --url and --model of a running server');
   if (options.url && !options.model) throw new UsageError('--url needs --model');
+  const protocol = benchProtocol(options.protocol, options.url);
   if (options.inProcess && !archive) throw new UsageError('--in-process needs an archive');
   const levels = loadLevels(options);
   if (levels.length === 0 && !options.inProcess) {
@@ -78,7 +80,11 @@ export async function runBench(archive: string | undefined, options: BenchComman
     }
     if (levels.length > 0) {
       target = archive
-        ? await ArchiveTarget.open(archive, { pin: options.pin, ...(options.device ? { device: options.device } : {}) })
+        ? await ArchiveTarget.open(archive, {
+            pin: options.pin,
+            grpc: isGrpcProtocol(protocol),
+            ...(options.device ? { device: options.device } : {}),
+          })
         : new RemoteTarget(options.url as string, options.model as string, await managementOf(options));
       const windowMs = millis(options.window, '--window');
       const result = await runSweep(target, {
@@ -86,7 +92,7 @@ export async function runBench(archive: string | undefined, options: BenchComman
         ...(options.delays ? { delaysUs: options.delays.map((delay) => durationOption(delay, '--delays')) } : {}),
         ...(options.instances ? { instances: integers(options.instances, '--instances', 1) } : {}),
         levels,
-        protocol: options.protocol,
+        protocol,
         clientBatch: integerOption(options.clientBatch, '--client-batch', 1),
         ...(options.input ? { inputFile: options.input } : {}),
         load: {
@@ -114,7 +120,7 @@ export async function runBench(archive: string | undefined, options: BenchComman
       ...(options.url ? { url: options.url } : {}),
       ...(archive ? { archive } : {}),
       model: target?.model ?? options.model ?? archive ?? '',
-      protocol: options.protocol,
+      protocol,
     },
     points,
     serverSamples,
@@ -155,6 +161,27 @@ function loadLevels(options: BenchCommandOptions): LoadLevel[] {
       return { kind: 'rate', rate, arrival: options.arrival };
     }),
   ];
+}
+
+/**
+ * The protocol given, or the one the URL implies; gRPC needs a grpc:// URL and REST an http
+ * one. An archive's server listens for both.
+ */
+function benchProtocol(given: Protocol | undefined, url: string | undefined): Protocol {
+  if (url === undefined) return given ?? 'v2-binary';
+  if (!/^(https?|grpc):\/\//i.test(url)) {
+    throw new UsageError(`--url ${url}: expected http://host:port or grpc://host:port`);
+  }
+  // A grpc:// URL must name its port: grpcTarget refuses it otherwise.
+  if (isGrpcUrl(url)) grpcTarget(url);
+  const protocol = given ?? (isGrpcUrl(url) ? 'grpc' : 'v2-binary');
+  if (isGrpcProtocol(protocol) && !isGrpcUrl(url)) {
+    throw new UsageError(`--protocol ${protocol} sends gRPC: give the server's grpc://host:port as --url, not ${url}`);
+  }
+  if (!isGrpcProtocol(protocol) && isGrpcUrl(url)) {
+    throw new UsageError(`--protocol ${protocol} sends HTTP: give the server's http:// inference URL, not ${url}`);
+  }
+  return protocol;
 }
 
 async function managementOf(options: BenchCommandOptions): Promise<{ url: string; token?: string } | undefined> {

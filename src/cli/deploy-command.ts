@@ -32,6 +32,14 @@ export function registerDeploy(program: Command): void {
           .choices(['standard', 'knative'])
           .default('standard'),
       )
+      .addOption(
+        new Option(
+          '--protocol <protocol>',
+          'what KServe routes to, one per InferenceService: v2 (REST on 8080) or grpc-v2 (gRPC on 8001)',
+        )
+          .choices(['v2', 'grpc-v2'])
+          .default('v2'),
+      )
       .option('--min-replicas <count>', 'fewest replicas (0 allowed with knative)', '1')
       .option('--max-replicas <count>', 'most replicas', '4')
       .option(

@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { UsageError } from '../core/errors.js';
-import type { Autoscaler, DeploymentMode } from '../deploy/deploy-options.js';
+import type { Autoscaler, DeploymentMode, KServeProtocol } from '../deploy/deploy-options.js';
 import { releaseImage } from '../deploy/image-reference.js';
 import { jobManifests, jobNotes, type JobOptions } from '../deploy/job.js';
 import type { KubernetesObject } from '../deploy/k8s-objects.js';
@@ -24,6 +24,7 @@ export interface DeployKServeFlags extends DeployRuntimeFlags {
   storageUri: string;
   namespace?: string;
   deploymentMode: DeploymentMode;
+  protocol: KServeProtocol;
   minReplicas: string;
   maxReplicas: string;
   targetQueueDepth: string;
@@ -80,6 +81,7 @@ export async function runDeployKServe(flags: DeployKServeFlags, command: Command
       namespace: flags.namespace,
       storageUri: flags.storageUri,
       deploymentMode: flags.deploymentMode,
+      protocol: flags.protocol,
       minReplicas: integerOption(flags.minReplicas, '--min-replicas', 0),
       maxReplicas: integerOption(flags.maxReplicas, '--max-replicas', 1),
       targetQueueDepth: integerOption(flags.targetQueueDepth, '--target-queue-depth', 1),

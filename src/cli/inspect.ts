@@ -23,7 +23,7 @@ export async function runInspect(location: string, options: { json: boolean }): 
     const lines = [
       `archive    ${location} (${source.format}, format ${manifest.formatVersion}, by batchserve ${manifest.archiverVersion})`,
       `model      ${info.modelName} version ${info.modelVersion}, handler ${info.handler}, created ${manifest.createdOn}`,
-      `batching   max_batch_size ${config.max_batch_size ?? '?'}, max_queue_delay ${batching.max_queue_delay} µs, ` +
+      `batching   max_batch_size ${config.max_batch_size ?? '?'}, max_queue_delay ${batching.max_queue_delay === 'auto' ? 'auto' : `${batching.max_queue_delay} µs`}, ` +
         `preferred [${batching.preferred_batch_sizes.join(', ')}], max_queue_size ${batching.max_queue_size}`,
       `instances  ${config.instances.map((group) => `${group.count} × ${group.device}`).join(', ')}`,
     ];

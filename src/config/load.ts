@@ -57,7 +57,8 @@ export function modelConfigToYaml(config: ModelConfig): string {
     ...config,
     dynamic_batching: {
       ...batching,
-      max_queue_delay: yamlDuration(batching.max_queue_delay),
+      max_queue_delay: batching.max_queue_delay === 'auto' ? 'auto' : yamlDuration(batching.max_queue_delay),
+      ...(batching.max_latency !== undefined ? { max_latency: yamlDuration(batching.max_latency) } : {}),
       default_timeout: yamlDuration(batching.default_timeout),
     },
   });

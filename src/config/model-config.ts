@@ -50,9 +50,15 @@ export const modelConfigSchema = {
       fields: {
         max_queue_delay: {
           kind: 'duration',
+          allowAuto: true,
           default: 1_000,
           description:
-            'Longest the oldest queued request waits for a fuller batch (µs, or "5ms"). 0 batches what is queued when an instance frees.',
+            'Longest the oldest queued request waits for a fuller batch (µs, or "5ms"). 0 batches what is queued when an instance frees. `auto`: the server learns T(B) = c + m·B and the arrival rate as it serves and waits only while waiting lowers latency, inside `max_latency` (README, "Adaptive batching").',
+        },
+        max_latency: {
+          kind: 'duration',
+          description:
+            'With `max_queue_delay: auto`, the latency budget: no request is held for partners past the point where its expected completion would pass it. Default: `default_timeout` (1 s when that is 0).',
         },
         preferred_batch_sizes: {
           kind: 'array',
@@ -259,8 +265,10 @@ export const modelConfigSchema = {
 } as const satisfies FieldSpec;
 
 export interface DynamicBatchingConfig {
-  /** Microseconds. */
-  readonly max_queue_delay: number;
+  /** Microseconds, or `auto`: adaptive batching. */
+  readonly max_queue_delay: number | 'auto';
+  /** Microseconds; the budget of adaptive batching. */
+  readonly max_latency?: number;
   readonly preferred_batch_sizes: readonly number[];
   readonly max_queue_size: number;
   /** Microseconds; 0 = no timeout. */

@@ -9,7 +9,7 @@ export type FieldSpec =
   | { kind: 'boolean'; description: string; default?: boolean }
   | { kind: 'string'; description: string; default?: string; pattern?: RegExp; patternHint?: string }
   | { kind: 'enum'; description: string; default?: string; values: readonly string[] }
-  | { kind: 'duration'; description: string; default?: number }
+  | { kind: 'duration'; description: string; default?: number; allowAuto?: boolean }
   | { kind: 'array'; description: string; default?: readonly unknown[]; items: FieldSpec; minItems?: number }
   | { kind: 'object'; description: string; fields: Readonly<Record<string, FieldSpec>>; optional?: boolean }
   | { kind: 'map'; description: string; keyHint: string; values: FieldSpec; keyPattern?: RegExp };
@@ -89,9 +89,11 @@ export function validateField(spec: FieldSpec, value: unknown, path: string, pro
       }
       return value;
     case 'duration': {
+      if (spec.allowAuto && value === 'auto') return value;
       const micros = parseDuration(value);
       if (micros === undefined) {
-        problems.push(`${path}: expected microseconds (an integer) or a duration such as "5ms", ${got}`);
+        const auto = spec.allowAuto ? ', or auto' : '';
+        problems.push(`${path}: expected microseconds (an integer) or a duration such as "5ms"${auto}, ${got}`);
       }
       return micros;
     }

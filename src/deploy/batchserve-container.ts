@@ -7,7 +7,8 @@ import type { HttpGetProbe, Lifecycle, ResourceRequirements, SecurityContext, Vo
  * the KServe runtime and the plain Deployment cannot drift apart.
  */
 
-export const SERVER_PORTS = { inference: 8080, management: 8081, metrics: 8082 } as const;
+/** `serve`'s defaults; gRPC on Triton's 8001, so that Triton's clients find it where they look. */
+export const SERVER_PORTS = { inference: 8080, management: 8081, metrics: 8082, grpc: 8001 } as const;
 export const READY_PATH = '/v2/health/ready';
 export const LIVE_PATH = '/v2/health/live';
 export const METRICS_PATH = '/metrics';
@@ -44,6 +45,8 @@ export function serveArgs(modelName: string): string[] {
     String(SERVER_PORTS.management),
     '--metrics-port',
     String(SERVER_PORTS.metrics),
+    '--grpc-port',
+    String(SERVER_PORTS.grpc),
     '--model-store',
     MODEL_STORE,
     '--models',

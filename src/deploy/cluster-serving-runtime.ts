@@ -18,16 +18,19 @@ export const MODEL_FORMAT = 'batchserve-mar';
 export const KSERVE_CONTAINER = 'kserve-container';
 
 /**
- * A ClusterServingRuntime for `batchserve serve`. It serves InferenceServices in both
- * deployment modes, so the container keeps to what Knative accepts: one port, named `http1`,
- * and no lifecycle hook (the Standard-mode InferenceService adds its own pre-stop sleep).
+ * A ClusterServingRuntime for `batchserve serve`, REST and gRPC. It serves InferenceServices in
+ * both deployment modes, so the container keeps to what Knative accepts: no lifecycle hook (the
+ * Standard-mode InferenceService adds its own pre-stop sleep), and at most one port. It declares
+ * none, as KServe's own runtimes do: KServe merges an InferenceService's ports into the
+ * runtime's (by containerPort), so a port here plus a gRPC InferenceService's would be two.
+ * Without one, Knative and KServe's Standard-mode Service both route to 8080, the inference
+ * port; a grpc-v2 InferenceService names the gRPC port instead (inference-service.ts).
  */
 export function buildClusterServingRuntime(options: RuntimeOptions): KubernetesObject {
   const container: Container = {
     name: KSERVE_CONTAINER,
     image: options.image,
     args: serveArgs('{{.Name}}'),
-    ports: [{ name: 'http1', containerPort: SERVER_PORTS.inference, protocol: 'TCP' }],
     resources: resources(requestedResources(options)),
     ...PROBES,
     securityContext: SECURITY_CONTEXT,
@@ -49,8 +52,8 @@ export function buildClusterServingRuntime(options: RuntimeOptions): KubernetesO
         // never chosen on its own, so Triton stays the default for bare ONNX models.
         { name: 'onnx', version: '1', autoSelect: false },
       ],
-      // grpc-v2 joins the list once the server answers gRPC.
-      protocolVersions: ['v2'],
+      // An InferenceService's protocolVersion must be one of these when it names the runtime.
+      protocolVersions: ['v2', 'grpc-v2'],
       containers: [container],
       volumes: [...SCRATCH.volumes],
     },

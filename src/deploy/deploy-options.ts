@@ -4,6 +4,8 @@ import { cudaImage, parseImageReference } from './image-reference.js';
 
 export type DeploymentMode = 'standard' | 'knative';
 export type Autoscaler = 'keda' | 'hpa' | 'none';
+/** What KServe routes an InferenceService to: v2 REST on the inference port, or v2 gRPC on the gRPC port. */
+export type KServeProtocol = 'v2' | 'grpc-v2';
 
 /** Where KEDA asks Prometheus for the pending rows, unless told: kube-prometheus-stack's service. */
 export const DEFAULT_PROMETHEUS_URL = 'http://prometheus-operated.monitoring.svc:9090';
@@ -20,6 +22,8 @@ export interface KServeOptions {
   readonly namespace?: string | undefined;
   readonly storageUri: string;
   readonly deploymentMode: DeploymentMode;
+  /** KServe routes one port per InferenceService; v2 (REST) unless given. */
+  readonly protocol?: KServeProtocol | undefined;
   readonly minReplicas: number;
   readonly maxReplicas: number;
   /** Standard: pending rows per replica (KEDA); Knative: requests in flight per replica. */

@@ -30,6 +30,7 @@ export function buildDeployment(options: K8sOptions): KubernetesObject {
     args: serveArgs(options.name),
     ports: [
       { name: 'http', containerPort: SERVER_PORTS.inference, protocol: 'TCP' },
+      { name: 'grpc', containerPort: SERVER_PORTS.grpc, protocol: 'TCP' },
       { name: 'management', containerPort: SERVER_PORTS.management, protocol: 'TCP' },
       { name: 'metrics', containerPort: SERVER_PORTS.metrics, protocol: 'TCP' },
     ],

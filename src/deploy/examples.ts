@@ -41,6 +41,10 @@ export const DEPLOY_EXAMPLES: readonly DeployExample[] = [
     file: 'deploy/kserve/inferenceservice-knative.yaml',
     args: ['deploy', 'kserve', ...KSERVE, '--deployment-mode', 'knative', ...SCALE],
   },
+  {
+    file: 'deploy/kserve/inferenceservice-knative-grpc.yaml',
+    args: ['deploy', 'kserve', ...KSERVE, '--deployment-mode', 'knative', '--protocol', 'grpc-v2', ...SCALE],
+  },
   { file: 'deploy/k8s/batchserve-keda.yaml', args: ['deploy', 'k8s', ...K8S, '--autoscaler', 'keda', ...SCALE] },
   { file: 'deploy/k8s/batchserve-hpa.yaml', args: ['deploy', 'k8s', ...K8S, '--autoscaler', 'hpa', ...SCALE] },
   { file: 'deploy/k8s/batch-predict-job.yaml', args: ['deploy', 'k8s-job', ...JOB] },

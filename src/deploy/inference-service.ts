@@ -8,7 +8,7 @@ import {
 import { MODEL_FORMAT, RUNTIME_NAME } from './cluster-serving-runtime.js';
 import { DEFAULT_PROMETHEUS_URL, type KServeOptions } from './deploy-options.js';
 import { cudaTag } from './image-reference.js';
-import type { KubernetesObject, ResourceRequirements } from './k8s-objects.js';
+import type { ContainerPort, KubernetesObject, ResourceRequirements } from './k8s-objects.js';
 import { pendingRowsQuery } from './pending-rows.js';
 
 /**
@@ -21,6 +21,10 @@ import { pendingRowsQuery } from './pending-rows.js';
  * Knative mode: Knative's autoscaler scales on requests in flight per pod. Knative refuses a
  * lifecycle hook and a grace period of ours: its queue-proxy holds SIGTERM back until it has
  * drained (its own pre-stop), and the grace period is the revision timeout (300 s unless set).
+ *
+ * KServe routes one port per InferenceService: REST (v2) unless `protocol` is grpc-v2, which
+ * routes gRPC to the server's gRPC port instead. The probes ask the REST port either way; a
+ * probe may name a port other than the routed one by number, in Knative too.
  */
 export function buildInferenceService(options: KServeOptions): KubernetesObject {
   const standard = options.deploymentMode === 'standard';
@@ -33,11 +37,13 @@ export function buildInferenceService(options: KServeOptions): KubernetesObject 
         'autoscaling.knative.dev/target': String(options.targetQueueDepth),
       };
   const overrides = resourceOverrides(options);
+  const protocol = options.protocol ?? 'v2';
   const model = {
     modelFormat: { name: MODEL_FORMAT },
     runtime: RUNTIME_NAME,
-    protocolVersion: 'v2',
+    protocolVersion: protocol,
     storageUri: options.storageUri,
+    ...(protocol === 'grpc-v2' ? { ports: [grpcPort(standard)] } : {}),
     // KServe puts this in place of the runtime image's tag: the CUDA build of the same release.
     ...(options.gpu === undefined ? {} : { runtimeVersion: cudaTag(options.image, '--image') }),
     ...(overrides === undefined ? {} : { resources: overrides }),
@@ -60,6 +66,16 @@ export function buildInferenceService(options: KServeOptions): KubernetesObject 
       },
     },
   };
+}
+
+/**
+ * The one port KServe routes a grpc-v2 InferenceService to (the runtime declares none), named
+ * as KServe documents for each mode: Knative takes HTTP/2 only on a port named `h2c`; in
+ * Standard mode Istio reads the protocol from the name's prefix, and KServe gives the
+ * Service's port `appProtocol: kubernetes.io/h2c` for a name holding `grpc`.
+ */
+function grpcPort(standard: boolean): ContainerPort {
+  return { name: standard ? 'grpc-port' : 'h2c', containerPort: SERVER_PORTS.grpc, protocol: 'TCP' };
 }
 
 function standardPredictor(options: KServeOptions): object {

@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CostFit } from '../batching/cost-fit.js';
 
 /**
  * 50µs to 10s in 1-2-5 steps: a small model's forward pass on CPU sits near the bottom, a
@@ -146,6 +147,29 @@ export class ServerMetrics {
     labelNames: ['model', 'version'],
     registers: [this.registry],
   });
+  /** Adaptive batching (max_queue_delay: auto): the live fit of T(B) = c + m·B and its wait, per version. */
+  readonly #batchingGauges = {
+    c: this.#gauge(
+      'batchserve_batching_fixed_cost_seconds',
+      'Adaptive batching: the learnt fixed cost c of a forward pass, in seconds.',
+    ),
+    m: this.#gauge(
+      'batchserve_batching_row_cost_seconds',
+      'Adaptive batching: the learnt cost m of each row in a pass, in seconds.',
+    ),
+    r2: this.#gauge(
+      'batchserve_batching_fit_r2',
+      'Adaptive batching: how well T(B) = c + m·B fits the recent batches, in ratio.',
+    ),
+    trusted: this.#gauge(
+      'batchserve_batching_fit_trusted',
+      'Adaptive batching: 1 when the fit steers the wait, 0 while batching is as with delay 0 (too few batch sizes, a poor fit, c < 0 or m ≤ 0), in boolean.',
+    ),
+    wait: this.#gauge(
+      'batchserve_batching_wait_seconds',
+      'Adaptive batching: the wait for partners last chosen, in seconds.',
+    ),
+  };
   readonly #logDropped = new Counter({
     name: 'batchserve_prediction_log_dropped_total',
     help: 'Prediction log records lost, by reason: buffer_full (the disk fell behind), write_failed (a write failed: a full or read-only disk) or closed (after shutdown), in records.',
@@ -233,6 +257,7 @@ export class ServerMetrics {
     this.#instancesBusy.remove(model, version);
     this.#instances.remove(model, version);
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
+    for (const gauge of Object.values(this.#batchingGauges)) gauge.remove(model, version);
     versions.delete(version);
     if (versions.size === 0) this.#series.delete(model);
   }
@@ -262,12 +287,26 @@ export class ServerMetrics {
     this.#shadowAgreement.labels(model, version).set(counts[0] / counts[1]);
   }
 
+  /** Adaptive batching refitted its cost line (ms in, seconds out). */
+  batchingFit(model: string, version: string, fit: Pick<CostFit, 'c' | 'm' | 'r2' | 'trusted'>, waitMs: number): void {
+    const gauges = this.#batchingGauges;
+    gauges.c.labels(model, version).set(fit.c / 1e3);
+    gauges.m.labels(model, version).set(fit.m / 1e3);
+    gauges.r2.labels(model, version).set(fit.r2);
+    gauges.trusted.labels(model, version).set(fit.trusted ? 1 : 0);
+    gauges.wait.labels(model, version).set(waitMs / 1e3);
+  }
+
   predictionLogDropped(model: string, reason: string, records: number): void {
     this.#logDropped.labels(model, reason).inc(records);
   }
 
   feedbackJoined(model: string, version: string): void {
     this.#feedback.labels(model, version).inc();
+  }
+
+  #gauge(name: string, help: string): Gauge {
+    return new Gauge({ name, help, labelNames: ['model', 'version'], registers: [this.registry] });
   }
 
   /** The exposition text; serialization happens here, on scrape, never on the hot path. */

@@ -2,7 +2,8 @@ import type { ServiceDefinition } from '@grpc/grpc-js';
 import { loadSync, type PackageDefinition } from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 import { fileURLToPath } from 'node:url';
-import { InferenceInputError } from '../core/errors.js';
+import { existsSync } from 'node:fs';
+import { InferenceInputError, InputFileError } from '../core/errors.js';
 
 /** The vendored Triton protos (protos/SOURCE.md), beside dist/ and src/ in the package. */
 export const TRITON_PROTO_DIR = fileURLToPath(new URL('../../../protos/triton/', import.meta.url));
@@ -29,6 +30,11 @@ let loaded: InferenceProtocol | undefined;
 /** Loads the protos once per process. */
 export function inferenceProtocol(): InferenceProtocol {
   if (loaded) return loaded;
+  if (!existsSync(`${TRITON_PROTO_DIR}grpc_service.proto`)) {
+    throw new InputFileError(
+      `batchserve's gRPC protocol files are missing from ${TRITON_PROTO_DIR} (the package ships them in protos/); reinstall batchserve`,
+    );
+  }
   const packageDefinition = loadSync('grpc_service.proto', {
     keepCase: true,
     longs: Number,

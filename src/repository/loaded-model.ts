@@ -13,6 +13,7 @@ import type { CompleteModelConfig } from '../config/model-config.js';
 import type { ModelSignature } from '../protocol/prepared-request.js';
 import { ModelNotReadyError, UsageError } from '../core/errors.js';
 import { ModelStatistics } from '../metrics/model-statistics.js';
+import type { CostFit } from '../batching/cost-fit.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import type { HandlerRequest } from '../core/request.js';
@@ -62,6 +63,7 @@ export class LoadedModel {
   readonly #batcher: Batcher;
   readonly #parts: LoadedModelParts;
   #modelState: ModelState = 'ready';
+  #liveFit: (CostFit & { wait_ms: number }) | undefined;
   #unloading: Promise<void> | undefined;
 
   constructor(parts: LoadedModelParts) {
@@ -87,6 +89,18 @@ export class LoadedModel {
       queueChanged: (rows) => metrics.setQueueDepth(this.name, this.version, rows),
       pendingChanged: (rows) => metrics.setPendingRows(this.name, this.version, rows),
       busyChanged: (busy, total) => metrics.setBusyInstances(this.name, this.version, busy, total),
+      fitChanged: (fit, waitMs) => {
+        if (fit.trusted !== this.#liveFit?.trusted) {
+          parts.logger?.info(
+            { model: this.name, version: this.version, c_ms: fit.c, m_ms: fit.m, r2: fit.r2 },
+            fit.trusted
+              ? 'adaptive batching: the cost fit is trusted and now steers the wait'
+              : `adaptive batching: dispatching as with delay 0 until the cost fit is trusted (${fit.reason ?? ''})`,
+          );
+        }
+        this.#liveFit = { ...fit, wait_ms: waitMs };
+        metrics.batchingFit(this.name, this.version, fit, waitMs);
+      },
     });
     metrics.setBusyInstances(this.name, this.version, 0, this.#instanceList.length);
     // From the start, so an autoscaler's query on a fresh pod reads 0, not an empty series.
@@ -98,6 +112,11 @@ export class LoadedModel {
 
   get state(): ModelState {
     return this.#modelState;
+  }
+
+  /** With `max_queue_delay: auto`: the cost line learnt so far and the last wait chosen; else undefined. */
+  get adaptiveBatching(): (CostFit & { wait_ms: number }) | undefined {
+    return this.#liveFit;
   }
 
   get config(): CompleteModelConfig {
@@ -144,8 +163,8 @@ export class LoadedModel {
     return this.#batcher.submit(request, options);
   }
 
-  /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` of the running batcher. */
-  reconfigure(change: { maxBatchSize?: number; maxQueueDelayUs?: number }): void {
+  /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` (a delay, or `auto`) of the running batcher. */
+  reconfigure(change: { maxBatchSize?: number; maxQueueDelayUs?: number | 'auto' }): void {
     const config = this.#currentConfig;
     const maxBatchSize = change.maxBatchSize ?? config.max_batch_size;
     if (maxBatchSize > 0 && config.max_batch_size === 0) {
@@ -244,6 +263,11 @@ export class LoadedModel {
   }
 }
 
+/** `max_latency`, else the request timeout (a request is refused past it anyway), else 1 s. */
+export function latencyBudgetUs(batching: CompleteModelConfig['dynamic_batching']): number {
+  return batching.max_latency ?? (batching.default_timeout > 0 ? batching.default_timeout : 1_000_000);
+}
+
 /** A pending backoff must not keep the process alive. */
 const unrefDelay = (ms: number): Promise<void> => delay(ms, undefined, { ref: false });
 
@@ -253,9 +277,11 @@ function signatureOf(config: CompleteModelConfig): ModelSignature {
 
 export function policyOf(config: CompleteModelConfig): BatchingPolicy {
   const batching = config.dynamic_batching;
+  const delay = batching.max_queue_delay;
   return {
     maxBatchSize: config.max_batch_size,
-    maxQueueDelayUs: batching.max_queue_delay,
+    maxQueueDelayUs: delay === 'auto' ? 0 : delay,
+    ...(delay === 'auto' ? { adaptive: { maxLatencyUs: latencyBudgetUs(batching) } } : {}),
     preferredBatchSizes: batching.preferred_batch_sizes,
     maxQueueSize: batching.max_queue_size,
     defaultTimeoutUs: batching.default_timeout,

@@ -63,15 +63,16 @@ interface OpenStream {
 }
 
 const NO_QUERY = new URL('grpc://batchserve/');
+const SHARED_MEMORY = 'shared memory; send tensors in the request itself (raw_input_contents)';
 const UNIMPLEMENTED: Record<string, string> = {
-  SystemSharedMemoryStatus: 'shared memory',
-  SystemSharedMemoryRegister: 'shared memory',
-  SystemSharedMemoryUnregister: 'shared memory',
-  CudaSharedMemoryStatus: 'CUDA shared memory',
-  CudaSharedMemoryRegister: 'CUDA shared memory',
-  CudaSharedMemoryUnregister: 'CUDA shared memory',
-  TraceSetting: 'trace settings',
-  LogSettings: 'log settings',
+  SystemSharedMemoryStatus: SHARED_MEMORY,
+  SystemSharedMemoryRegister: SHARED_MEMORY,
+  SystemSharedMemoryUnregister: SHARED_MEMORY,
+  CudaSharedMemoryStatus: `CUDA ${SHARED_MEMORY}`,
+  CudaSharedMemoryRegister: `CUDA ${SHARED_MEMORY}`,
+  CudaSharedMemoryUnregister: `CUDA ${SHARED_MEMORY}`,
+  TraceSetting: 'trace settings; requests are traced in the prediction log and metrics',
+  LogSettings: 'log settings; choose them at start with --log-level',
 };
 
 /**
@@ -170,7 +171,7 @@ export class GrpcInferenceApi {
       handlers[rpc] = (_call: unknown, callback: (error: Partial<ServiceError>) => void) =>
         callback({
           code: status.UNIMPLEMENTED,
-          details: `${rpc}: batchserve does not implement ${what}; send tensors in the request itself (raw_input_contents)`,
+          details: `${rpc}: batchserve does not implement ${what}`,
         });
     }
     return handlers;
@@ -221,10 +222,11 @@ export class GrpcInferenceApi {
             ? undefined
             : traffic.mirror(served, (shadow) => this.#shadowRun(shadow, prepared, logged));
           const movable = shadowed === undefined && logged?.body === undefined && ownsItsData(prepared);
-          const answer = await served.infer(
-            handlerRequest(prepared, movable),
-            { ...withDeadline(submitOptions(prepared), deadline), signal, reservation },
-          );
+          const answer = await served.infer(handlerRequest(prepared, movable), {
+            ...withDeadline(submitOptions(prepared), deadline),
+            signal,
+            reservation,
+          });
           shadowed?.(answer.response);
           return { ...answer, response: this.#encode(served, prepared, answer.response) };
         } finally {

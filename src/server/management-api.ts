@@ -136,11 +136,13 @@ async function resolveArchive(source: string, options: ManagementOptions): Promi
 
 async function applyWorkerChanges(model: LoadedModel, query: URLSearchParams): Promise<void> {
   const batchSize = nonNegativeInt(query.get('batch_size'), 'batch_size');
-  const delayMs = nonNegativeNumber(query.get('max_batch_delay'), 'max_batch_delay');
-  if (batchSize !== undefined || delayMs !== undefined) {
+  const auto = query.get('max_batch_delay') === 'auto';
+  const delayMs = auto ? undefined : nonNegativeNumber(query.get('max_batch_delay'), 'max_batch_delay');
+  if (batchSize !== undefined || delayMs !== undefined || auto) {
     model.reconfigure({
       ...(batchSize !== undefined ? { maxBatchSize: batchSize } : {}),
       ...(delayMs !== undefined ? { maxQueueDelayUs: Math.round(delayMs * 1000) } : {}),
+      ...(auto ? { maxQueueDelayUs: 'auto' as const } : {}),
     });
   }
   const workers =
@@ -159,9 +161,23 @@ function describe(model: LoadedModel, options: ManagementOptions): Record<string
     minWorkers: model.instances.length,
     maxWorkers: model.instances.length,
     batchSize: config.max_batch_size,
-    maxBatchDelay: config.dynamic_batching.max_queue_delay / 1000,
+    maxBatchDelay:
+      config.dynamic_batching.max_queue_delay === 'auto' ? 'auto' : config.dynamic_batching.max_queue_delay / 1000,
     preferredBatchSizes: config.dynamic_batching.preferred_batch_sizes,
     maxQueueSize: config.dynamic_batching.max_queue_size,
+    ...(model.adaptiveBatching
+      ? {
+          adaptiveBatching: {
+            fixedCostMs: model.adaptiveBatching.c,
+            rowCostMs: model.adaptiveBatching.m,
+            r2: model.adaptiveBatching.r2,
+            batchSizesSeen: model.adaptiveBatching.sizes,
+            trusted: model.adaptiveBatching.trusted,
+            notTrustedBecause: model.adaptiveBatching.reason ?? null,
+            lastWaitMs: model.adaptiveBatching.wait_ms,
+          },
+        }
+      : {}),
     queuedRows: model.queuedRows,
     loadedAtStartup: options.startupArchives.has(resolve(model.archivePath)),
     isDefault: options.repository.defaultVersion(model.name) === model.version,

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
-import type { LoadedModel } from '../repository/loaded-model.js';
+import { formatDuration } from '../config/schema-kit.js';
+import { latencyBudgetUs, type LoadedModel } from '../repository/loaded-model.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import type { ServerConfig } from './server-config.js';
 import type { ApiAddresses, BatchServer } from './server.js';
@@ -69,6 +70,13 @@ export function renderStartupLine(server: BatchServer, config: ServerConfig, now
   return `${JSON.stringify(record)}\n`;
 }
 
+/** `2000 µs`, or `auto (max_latency 30s)`. */
+function describeDelay(batching: LoadedModel['config']['dynamic_batching']): string {
+  return batching.max_queue_delay === 'auto'
+    ? `auto (max_latency ${formatDuration(latencyBudgetUs(batching))})`
+    : `${batching.max_queue_delay} µs`;
+}
+
 function describeModel(model: LoadedModel): string {
   const { config } = model;
   const batching = config.dynamic_batching;
@@ -77,7 +85,7 @@ function describeModel(model: LoadedModel): string {
     .map((device) => `${model.instances.filter((i) => i.device === device).length}×${device}`);
   const batch =
     config.max_batch_size > 0
-      ? `max_batch_size ${config.max_batch_size}, delay ${batching.max_queue_delay} µs, preferred [${batching.preferred_batch_sizes.join(', ')}], queue ${batching.max_queue_size}`
+      ? `max_batch_size ${config.max_batch_size}, delay ${describeDelay(batching)}, preferred [${batching.preferred_batch_sizes.join(', ')}], queue ${batching.max_queue_size}`
       : 'no batching';
   return `${model.name} v${model.version}  ${model.manifest.model.handler} handler  ${devices.join(' ')}  ${batch}  (loaded in ${model.loadSeconds.toFixed(2)} s)`;
 }

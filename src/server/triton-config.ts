@@ -24,7 +24,9 @@ export function tritonModelConfig(model: LoadedModel): Record<string, unknown> {
     input: config.inputs.map(tensor),
     output: config.outputs.map(tensor),
     dynamic_batching: {
-      max_queue_delay_microseconds: config.dynamic_batching.max_queue_delay,
+      // Triton has no adaptive delay: `auto` shows as 0 here and as itself under `batchserve`.
+      max_queue_delay_microseconds:
+        config.dynamic_batching.max_queue_delay === 'auto' ? 0 : config.dynamic_batching.max_queue_delay,
       preferred_batch_size: config.dynamic_batching.preferred_batch_sizes,
       priority_levels: config.dynamic_batching.priority_levels,
       default_queue_policy: {

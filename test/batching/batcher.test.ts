@@ -2,6 +2,15 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setup, settle, GatedRunner } from './harness.js';
 
+/**
+ * Behaviours that do not hang on a fixed delay hold for both policies: `max_queue_delay: auto`
+ * with no trusted fit yet must behave exactly as delay 0 (adaptive.test.ts covers its waits).
+ */
+const POLICIES = [
+  ['delay 0', {}],
+  ['auto', { adaptive: { maxLatencyUs: 1_000_000 } }],
+] as const;
+
 test('a full batch is dispatched at once, without waiting for the delay', async () => {
   const { submit, runner } = setup({ maxBatchSize: 4 });
   const results = [1, 2, 3, 4].map((v) => submit(v));
@@ -41,23 +50,25 @@ test('a preferred batch size is dispatched at once', async () => {
   assert.deepEqual(runner.batches, [[1, 2]]);
 });
 
-test('delay 0 still batches under load: whatever queued while the instance was busy goes together', async () => {
-  const { submit, runner } = setup({ maxQueueDelayUs: 0 });
-  const results = [submit(1)];
-  await settle();
-  assert.deepEqual(runner.batches, [[1]], 'an idle instance takes the first request alone');
-  results.push(submit(2), submit(3), submit(4));
-  await settle();
-  assert.equal(runner.batches.length, 1, 'queued while busy');
-  runner.release();
-  await settle();
-  assert.deepEqual(runner.batches, [[1], [2, 3, 4]]);
-  runner.release();
-  assert.deepEqual(
-    (await Promise.all(results)).map((r) => r.response),
-    [2, 4, 6, 8],
-  );
-});
+for (const [policyName, policy] of POLICIES) {
+  test(`delay 0 still batches under load: whatever queued while the instance was busy goes together (${policyName})`, async () => {
+    const { submit, runner } = setup({ maxQueueDelayUs: 0, ...policy });
+    const results = [submit(1)];
+    await settle();
+    assert.deepEqual(runner.batches, [[1]], 'an idle instance takes the first request alone');
+    results.push(submit(2), submit(3), submit(4));
+    await settle();
+    assert.equal(runner.batches.length, 1, 'queued while busy');
+    runner.release();
+    await settle();
+    assert.deepEqual(runner.batches, [[1], [2, 3, 4]]);
+    runner.release();
+    assert.deepEqual(
+      (await Promise.all(results)).map((r) => r.response),
+      [2, 4, 6, 8],
+    );
+  });
+}
 
 test('requests of different shapes are never stacked together', async () => {
   const { fake, submit, runner } = setup({ maxBatchSize: 8 }, [new GatedRunner('i0', false)]);
@@ -72,32 +83,34 @@ test('requests of different shapes are never stacked together', async () => {
   );
 });
 
-test('the shape group whose oldest request is oldest goes first, whatever order the groups were created in', async () => {
-  const { fake, submit, runner } = setup({ maxBatchSize: 8, maxQueueDelayUs: 0 });
-  const running = submit(0, { shapeKey: 'busy' });
-  await settle();
-  // Group "b" is created first, by a request that expires; it stays first in creation order.
-  const expired = submit(-1, { shapeKey: 'b', timeoutUs: 1_000 });
-  fake.tick(1);
-  await assert.rejects(expired, { code: 'BS_ERR_QUEUE_TIMEOUT' });
-  const results = [submit(1, { shapeKey: 'a' })];
-  fake.tick(1);
-  results.push(submit(2, { shapeKey: 'b' }));
-  fake.tick(1);
-  results.push(submit(3, { shapeKey: 'a' }));
-  runner.release();
-  await settle();
-  assert.deepEqual(runner.batches, [[0], [1, 3]], '"a" has waited since t=1, "b" only since t=2');
-  runner.release();
-  await settle();
-  assert.deepEqual(runner.batches, [[0], [1, 3], [2]]);
-  runner.release();
-  await running;
-  assert.deepEqual(
-    (await Promise.all(results)).map((r) => r.response),
-    [2, 4, 6],
-  );
-});
+for (const [policyName, policy] of POLICIES) {
+  test(`the shape group whose oldest request is oldest goes first, whatever order the groups were created in (${policyName})`, async () => {
+    const { fake, submit, runner } = setup({ maxBatchSize: 8, maxQueueDelayUs: 0, ...policy });
+    const running = submit(0, { shapeKey: 'busy' });
+    await settle();
+    // Group "b" is created first, by a request that expires; it stays first in creation order.
+    const expired = submit(-1, { shapeKey: 'b', timeoutUs: 1_000 });
+    fake.tick(1);
+    await assert.rejects(expired, { code: 'BS_ERR_QUEUE_TIMEOUT' });
+    const results = [submit(1, { shapeKey: 'a' })];
+    fake.tick(1);
+    results.push(submit(2, { shapeKey: 'b' }));
+    fake.tick(1);
+    results.push(submit(3, { shapeKey: 'a' }));
+    runner.release();
+    await settle();
+    assert.deepEqual(runner.batches, [[0], [1, 3]], '"a" has waited since t=1, "b" only since t=2');
+    runner.release();
+    await settle();
+    assert.deepEqual(runner.batches, [[0], [1, 3], [2]]);
+    runner.release();
+    await running;
+    assert.deepEqual(
+      (await Promise.all(results)).map((r) => r.response),
+      [2, 4, 6],
+    );
+  });
+}
 
 test('a multi-row request counts its rows; one larger than max_batch_size is refused', async () => {
   const { submit, runner } = setup({ maxBatchSize: 4 });
@@ -126,43 +139,47 @@ test('the queue cap refuses with 503 "Exceeds maximum queue size"', async () => 
   });
 });
 
-test('a request that expires while queued is answered at that moment, not when an instance frees', async () => {
-  const { fake, submit, runner } = setup({ maxQueueDelayUs: 0, defaultTimeoutUs: 50_000 });
-  const running = submit(1);
-  await settle();
-  const waiting = submit(2, { timeoutUs: 10_000 });
-  const longer = submit(3, { timeoutUs: 900_000 }); // may only shorten: the default 50 ms applies
-  let outcome = 'pending';
-  waiting.catch((error: { code: string }) => (outcome = error.code));
-  fake.tick(9.9);
-  await settle();
-  assert.equal(outcome, 'pending');
-  fake.tick(0.1);
-  await settle();
-  assert.equal(outcome, 'BS_ERR_QUEUE_TIMEOUT', 'rejected at 10 ms while the instance is still busy');
-  fake.tick(40);
-  await assert.rejects(longer, { code: 'BS_ERR_QUEUE_TIMEOUT', message: 'Request timeout expired' });
-  runner.release();
-  assert.equal((await running).response, 2);
-  assert.deepEqual(runner.batches, [[1]], 'expired requests never ran');
-});
+for (const [policyName, policy] of POLICIES) {
+  test(`a request that expires while queued is answered at that moment, not when an instance frees (${policyName})`, async () => {
+    const { fake, submit, runner } = setup({ maxQueueDelayUs: 0, defaultTimeoutUs: 50_000, ...policy });
+    const running = submit(1);
+    await settle();
+    const waiting = submit(2, { timeoutUs: 10_000 });
+    const longer = submit(3, { timeoutUs: 900_000 }); // may only shorten: the default 50 ms applies
+    let outcome = 'pending';
+    waiting.catch((error: { code: string }) => (outcome = error.code));
+    fake.tick(9.9);
+    await settle();
+    assert.equal(outcome, 'pending');
+    fake.tick(0.1);
+    await settle();
+    assert.equal(outcome, 'BS_ERR_QUEUE_TIMEOUT', 'rejected at 10 ms while the instance is still busy');
+    fake.tick(40);
+    await assert.rejects(longer, { code: 'BS_ERR_QUEUE_TIMEOUT', message: 'Request timeout expired' });
+    runner.release();
+    assert.equal((await running).response, 2);
+    assert.deepEqual(runner.batches, [[1]], 'expired requests never ran');
+  });
+}
 
-test('a request whose client went away is dropped from the queue and never runs', async () => {
-  const { submit, runner, batcher } = setup({ maxQueueDelayUs: 0 });
-  const running = submit(1);
-  await settle();
-  const controller = new AbortController();
-  const gone = submit(2, { signal: controller.signal });
-  const stays = submit(3);
-  controller.abort();
-  await assert.rejects(gone, { code: 'BS_ERR_REQUEST_CANCELLED' });
-  assert.equal(batcher.rowsQueued, 1);
-  runner.release();
-  await settle();
-  runner.release();
-  await Promise.all([running, stays]);
-  assert.deepEqual(runner.batches, [[1], [3]]);
-});
+for (const [policyName, policy] of POLICIES) {
+  test(`a request whose client went away is dropped from the queue and never runs (${policyName})`, async () => {
+    const { submit, runner, batcher } = setup({ maxQueueDelayUs: 0, ...policy });
+    const running = submit(1);
+    await settle();
+    const controller = new AbortController();
+    const gone = submit(2, { signal: controller.signal });
+    const stays = submit(3);
+    controller.abort();
+    await assert.rejects(gone, { code: 'BS_ERR_REQUEST_CANCELLED' });
+    assert.equal(batcher.rowsQueued, 1);
+    runner.release();
+    await settle();
+    runner.release();
+    await Promise.all([running, stays]);
+    assert.deepEqual(runner.batches, [[1], [3]]);
+  });
+}
 
 test('a poisoned request fails alone; its batch-mates are retried one by one and succeed', async () => {
   const runner = new GatedRunner('i0', false);
@@ -175,17 +192,19 @@ test('a poisoned request fails alone; its batch-mates are retried one by one and
   assert.equal(runner.batches.length, 4, 'one failed batch, then three solo passes');
 });
 
-test('priority level 1 is served before lower levels', async () => {
-  const { submit, runner } = setup({ maxBatchSize: 2, maxQueueDelayUs: 0, priorityLevels: 2 });
-  void submit(1);
-  await settle();
-  void submit(2, { priority: 2 });
-  void submit(3, { priority: 2 });
-  void submit(4, { priority: 1 });
-  runner.release();
-  await settle();
-  assert.deepEqual(runner.batches[1], [4, 2]);
-});
+for (const [policyName, policy] of POLICIES) {
+  test(`priority level 1 is served before lower levels (${policyName})`, async () => {
+    const { submit, runner } = setup({ maxBatchSize: 2, maxQueueDelayUs: 0, priorityLevels: 2, ...policy });
+    void submit(1);
+    await settle();
+    void submit(2, { priority: 2 });
+    void submit(3, { priority: 2 });
+    void submit(4, { priority: 1 });
+    runner.release();
+    await settle();
+    assert.deepEqual(runner.batches[1], [4, 2]);
+  });
+}
 
 test('max_batch_size 0: one request per forward pass, no waiting', async () => {
   const runner = new GatedRunner('i0', false);
@@ -194,32 +213,34 @@ test('max_batch_size 0: one request per forward pass, no waiting', async () => {
   assert.deepEqual(runner.batches, [[1], [2]]);
 });
 
-test('instances run batches concurrently, and drained() waits for every admitted request', async () => {
-  const runners = [new GatedRunner('i0'), new GatedRunner('i1')];
-  const { submit, batcher } = setup({ maxBatchSize: 2, maxQueueDelayUs: 0 }, runners);
-  const results = [1, 2, 3, 4, 5].map((v) => submit(v));
-  await settle();
-  assert.deepEqual(
-    runners.map((r) => r.batches),
-    [[[1]], [[2]]],
-  );
-  let drained = false;
-  void batcher.drained().then(() => (drained = true));
-  for (let round = 0; round < 3; round++) {
-    runners.forEach((r) => r.release());
+for (const [policyName, policy] of POLICIES) {
+  test(`instances run batches concurrently, and drained() waits for every admitted request (${policyName})`, async () => {
+    const runners = [new GatedRunner('i0'), new GatedRunner('i1')];
+    const { submit, batcher } = setup({ maxBatchSize: 2, maxQueueDelayUs: 0, ...policy }, runners);
+    const results = [1, 2, 3, 4, 5].map((v) => submit(v));
     await settle();
-  }
-  await Promise.all(results);
-  await settle();
-  assert.equal(drained, true);
-  assert.deepEqual(
-    runners
-      .flatMap((r) => r.batches)
-      .flat()
-      .sort(),
-    [1, 2, 3, 4, 5],
-  );
-});
+    assert.deepEqual(
+      runners.map((r) => r.batches),
+      [[[1]], [[2]]],
+    );
+    let drained = false;
+    void batcher.drained().then(() => (drained = true));
+    for (let round = 0; round < 3; round++) {
+      runners.forEach((r) => r.release());
+      await settle();
+    }
+    await Promise.all(results);
+    await settle();
+    assert.equal(drained, true);
+    assert.deepEqual(
+      runners
+        .flatMap((r) => r.batches)
+        .flat()
+        .sort(),
+      [1, 2, 3, 4, 5],
+    );
+  });
+}
 
 test('reconfigure changes batching live', async () => {
   const { submit, runner, batcher } = setup({ maxBatchSize: 8, maxQueueDelayUs: 1_000_000 });

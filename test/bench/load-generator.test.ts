@@ -158,7 +158,7 @@ test(
     });
     t.after(() => clock.uninstall());
     const at = (): number => Math.round(performance.now());
-    const payload: RequestPayload = { path: '/', headers: {}, body: Buffer.from('{}'), rows: 1 };
+    const payload: RequestPayload = { protocol: 'v2-json', path: '/', headers: {}, body: Buffer.from('{}'), rows: 1 };
     // 125/s: a request due every 8 ms, whole milliseconds the fake clock reaches exactly.
     const running = runLoad(
       server.url,
@@ -289,7 +289,7 @@ test('worker threads: each drives its share, histograms merge, maxRequests is ex
 });
 
 test('bad options are refused before anything is sent', async () => {
-  const payload: RequestPayload = { path: '/', headers: {}, body: Buffer.alloc(0), rows: 1 };
+  const payload: RequestPayload = { protocol: 'v2-json', path: '/', headers: {}, body: Buffer.alloc(0), rows: 1 };
   await assert.rejects(runLoad('http://127.0.0.1:1', payload, options(closed(0))), { code: 'BS_ERR_USAGE' });
   await assert.rejects(runLoad('http://127.0.0.1:1', payload, options(closed(1), { maxWindows: 1 })), {
     code: 'BS_ERR_USAGE',

@@ -123,7 +123,18 @@ test('the start-up block: one JSON log line when stdout is not a terminal, text 
 
   // A terminal (util-linux `script` gives the child one): the text block, for people.
   const command = [process.execPath, BIN, 'serve', '--models', `affine=${archive}`, '--no-auth']
-    .concat(['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0', '--state-file', join(dir, 't.json')])
+    .concat([
+      '--port',
+      '0',
+      '--management-port',
+      '0',
+      '--metrics-port',
+      '0',
+      '--grpc-port',
+      '0',
+      '--state-file',
+      join(dir, 't.json'),
+    ])
     .map((word) => `'${word}'`)
     .join(' ');
   const probe = await runChild('script', ['-qec', 'true', '/dev/null']).catch(() => ({ code: 1 }));

@@ -2,6 +2,7 @@ import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { chmod, cp, mkdir, readdir, readFile, rename, stat, symlink } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { basename, dirname, join, posix } from 'node:path';
 import { affineRequest, call, packAffine } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
@@ -12,15 +13,16 @@ import { cleanEnv, jsonLines, REPO, runChild, snapshotTree, startServing, type S
 // its ENV, ENTRYPOINT and CMD (and the args KServe's ServingRuntime passes) are run against real
 // archives. Where Linux namespaces are available (root), they run exactly, in a private mount
 // and network namespace set up like the container: /mnt/models a read-only mount, /tmp empty,
-// the user of USER, ports 8080-8082. Elsewhere the container's paths are mapped into temp
+// the user of USER, ports 8080-8082 and 8001. Elsewhere the container's paths are mapped into temp
 // folders and its ports to free ones, as `docker run -v -p` would.
 
 /** The args the KServe ServingRuntime (deploy/) gives the container; `{{.Name}}` is the InferenceService's name. */
 const KSERVE_ARGS = (
-  'serve --host 0.0.0.0 --port 8080 --management-port 8081 --metrics-port 8082 --model-store /mnt/models ' +
+  'serve --host 0.0.0.0 --port 8080 --management-port 8081 --metrics-port 8082 --grpc-port 8001 --model-store /mnt/models ' +
   '--models all --model-name {{.Name}} --work-dir /tmp/batchserve --key-file /tmp/batchserve.key --drain-timeout 30s'
 ).split(' ');
 const ISVC_NAME = 'sentiment';
+const require = createRequire(import.meta.url);
 
 // --- the Dockerfile as data ---------------------------------------------------------------
 
@@ -251,7 +253,7 @@ async function rehearseMapped(
     const rule = rules.find(([pattern]) => pattern.test(value));
     return rule ? value.replace(rule[0], rule[1]) : value;
   };
-  const portFlags = new Set(['--port', '--management-port', '--metrics-port']);
+  const portFlags = new Set(['--port', '--management-port', '--metrics-port', '--grpc-port']);
   const mappedArgs = args.map((arg, index) => (portFlags.has(args[index - 1] ?? '') ? '0' : map(arg)));
   const env = {
     PATH: process.env.PATH ?? '',
@@ -261,6 +263,7 @@ async function rehearseMapped(
     BATCHSERVE_PORT: '0',
     BATCHSERVE_MANAGEMENT_PORT: '0',
     BATCHSERVE_METRICS_PORT: '0',
+    BATCHSERVE_GRPC_PORT: '0',
   };
   const served = await startServing(t, process.execPath, [map(script), ...mappedArgs], { env, cwd: home });
   return { ...served, tmp };
@@ -311,6 +314,8 @@ function namespacesAvailable(): string | undefined {
 interface Contained extends Served {
   /** HTTP calls made in turn from inside the container's network namespace. */
   calls(requests: readonly Request[]): Promise<JsonAnswer[]>;
+  /** `grpc.health.v1.Health/Check` of the whole server, from inside the namespace: its status. */
+  grpcHealth(address: string): Promise<string>;
 }
 
 type Request = readonly [url: string, init?: { method?: string; body?: string; headers?: Record<string, string> }];
@@ -332,6 +337,18 @@ const FETCH = `(async () => {
   }
   process.stdout.write(JSON.stringify(answers));
 })();`;
+
+/** Health/Check from inside the namespace, with this checkout's grpc-js; prints the status. */
+const GRPC_HEALTH = `const [grpcJs, protoLoader, healthCheck, address] = process.argv.slice(1);
+const grpc = require(grpcJs);
+const { protoPath } = require(healthCheck);
+const definition = grpc.loadPackageDefinition(require(protoLoader).loadSync(protoPath, { enums: String }));
+const client = new definition.grpc.health.v1.Health(address, grpc.credentials.createInsecure());
+client.Check({ service: '' }, (error, answer) => {
+  if (error) throw error;
+  process.stdout.write(answer.status);
+  client.close();
+});`;
 
 async function rehearseInNamespace(
   t: TestContext,
@@ -382,13 +399,23 @@ async function rehearseInNamespace(
       assert.equal(run.code, 0, run.stderr);
       return JSON.parse(run.stdout) as JsonAnswer[];
     },
+    grpcHealth: async (address) => {
+      const modules = ['@grpc/grpc-js', '@grpc/proto-loader', 'grpc-health-check'].map((name) => require.resolve(name));
+      const run = await runChild(
+        'nsenter',
+        ['--target', pid, '--net', '--', process.execPath, '-e', GRPC_HEALTH, ...modules, address],
+        { env: cleanEnv() },
+      );
+      assert.equal(run.code, 0, run.stderr);
+      return run.stdout;
+    },
   };
 }
 
 interface StartupRecord {
   readonly msg: string;
   readonly host: string;
-  readonly urls: { inference: string; management: string; metrics: string };
+  readonly urls: { inference: string; management: string; metrics: string; grpc: string };
   readonly keyFile?: string;
   readonly workDir: string;
   readonly models: readonly { name: string; version: string; archive: string }[];
@@ -437,7 +464,7 @@ test('the Dockerfile: node 20 slim, npm ci then build, production dependencies, 
   const user = instructions(cpu, 'USER').at(-1) ?? '';
   assert.match(user, /^\d+(:\d+)?$/, 'USER is numeric, so runAsNonRoot can check it');
   assert.notEqual(Number(user.split(':')[0]), 0);
-  assert.deepEqual(instructions(cpu, 'EXPOSE').join(' ').split(' ').sort(), ['8080', '8081', '8082']);
+  assert.deepEqual(instructions(cpu, 'EXPOSE').join(' ').split(' ').sort(), ['8001', '8080', '8081', '8082']);
   assert.deepEqual(execForm(cpu, 'ENTRYPOINT'), ['batchserve']);
   assert.equal(execForm(cpu, 'CMD')[0], 'serve');
   assert.equal(parseEnv(cpu).BATCHSERVE_HOST, '0.0.0.0');
@@ -519,7 +546,7 @@ test("KServe's container args serve a store that is one .mar file under the Infe
   assert.deepEqual(await snapshotTree(dirname(single)), before, 'nothing was written next to the archive');
 });
 
-test("exactly KServe's container args, in a namespace like the container's: read-only /mnt/models, /tmp, USER, ports 8080-8082", async (t) => {
+test("exactly KServe's container args, in a namespace like the container's: read-only /mnt/models, /tmp, USER, ports 8080-8082 and 8001", async (t) => {
   const skip = namespacesAvailable();
   if (skip) return t.skip(skip);
   const file = await readDockerfile();
@@ -532,6 +559,7 @@ test("exactly KServe's container args, in a namespace like the container's: read
     inference: 'http://0.0.0.0:8080',
     management: 'http://0.0.0.0:8081',
     metrics: 'http://0.0.0.0:8082/metrics',
+    grpc: 'grpc://0.0.0.0:8001',
   });
   assert.equal(record.keyFile, '/tmp/batchserve.key');
   assert.ok(record.workDir.startsWith('/tmp/batchserve/batchserve-'));
@@ -556,6 +584,7 @@ test("exactly KServe's container args, in a namespace like the container's: read
   assert.deepEqual(v1?.body.outputs[0].data, [3, 5, 7, 9]);
   assert.match(metrics?.body, new RegExp(`batchserve_requests_total\\{[^}]*model="${ISVC_NAME}"`));
   assert.equal(management?.status, 401, 'the management API wants the token');
+  assert.equal(await served.grpcHealth('127.0.0.1:8001'), 'SERVING');
   served.process.kill('SIGTERM');
   assert.equal(await served.exit, 0);
   jsonLines(served.stderr());

@@ -42,7 +42,7 @@ test('durations accept microseconds or unit strings', () => {
 test('a wrong type names the key and what was expected', () => {
   assert.deepEqual(problemsOf({ max_batch_size: 'eight' }), ['max_batch_size: expected an integer, got "eight"']);
   assert.deepEqual(problemsOf({ dynamic_batching: { max_queue_delay: 'soon' } }), [
-    'dynamic_batching.max_queue_delay: expected microseconds (an integer) or a duration such as "5ms", got "soon"',
+    'dynamic_batching.max_queue_delay: expected microseconds (an integer) or a duration such as "5ms", or auto, got "soon"',
   ]);
   assert.match(problemsOf({ instances: [{ device: 'gpu' }] })[0] ?? '', /^instances\[0\]\.device: expected cpu, auto/);
   assert.match(

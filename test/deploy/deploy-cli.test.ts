@@ -71,6 +71,13 @@ test('deploy kserve writes the InferenceService, after the runtime with --runtim
   assert.equal(model.runtimeVersion, `${BATCHSERVE_VERSION}-cuda`);
   assert.deepEqual(model.resources, { limits: { 'nvidia.com/gpu': 1 } });
 
+  const grpc = await cli([...base, '--protocol', 'grpc-v2']);
+  assert.equal(grpc.code, 0, grpc.stderr);
+  const [grpcIsvc] = parseDocuments(grpc.stdout) as [KubernetesObject];
+  const grpcModel = (grpcIsvc.spec as { predictor: { model: Record<string, any> } }).predictor.model; // eslint-disable-line @typescript-eslint/no-explicit-any
+  assert.equal(grpcModel.protocolVersion, 'grpc-v2');
+  assert.deepEqual(grpcModel.ports, [{ name: 'grpc-port', containerPort: 8001, protocol: 'TCP' }]);
+
   const runtimeOnly = await cli(['deploy', 'kserve-runtime', '--image', 'mirror.example.com/batchserve:1.2']);
   assert.equal(runtimeOnly.code, 0, runtimeOnly.stderr);
   assert.deepEqual(kinds(runtimeOnly.stdout), ['ClusterServingRuntime']);
@@ -110,6 +117,7 @@ test('bad flags exit 2 with one line that names the flag, and write nothing', as
     [['deploy', 'kserve', '--name', 'Resnet_50', '--storage-uri', 's3://m/r.mar'], /--name: expected a DNS-1035 label/],
     [['deploy', 'kserve', '--name', 'resnet'], /required option '--storage-uri <uri>' not specified/],
     [[...kserve, '--deployment-mode', 'raw'], /'--deployment-mode <mode>' argument 'raw' is invalid/],
+    [[...kserve, '--protocol', 'grpc'], /'--protocol <protocol>' argument 'grpc' is invalid/],
     [
       [...kserve, '--min-replicas', '3', '--max-replicas', '2'],
       /--max-replicas: expected at least --min-replicas \(3\)/,

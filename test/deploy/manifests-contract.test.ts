@@ -2,8 +2,10 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseDuration } from '../../src/config/schema-kit.js';
-import type { Container, KubernetesObject } from '../../src/deploy/k8s-objects.js';
+import type { KServeProtocol } from '../../src/deploy/deploy-options.js';
+import type { Container, ContainerPort, KubernetesObject } from '../../src/deploy/k8s-objects.js';
 import { k8sManifests, kserveManifests } from '../../src/deploy/manifests.js';
+import { InferenceClient } from '../fixtures/grpc-client.js';
 import { call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { samplesOf } from '../metrics/prometheus-text.js';
@@ -16,19 +18,20 @@ import { samplesOf } from '../metrics/prometheus-text.js';
 
 // The container contract agreed with `batchserve serve` (README, "Running on Kubernetes and KServe").
 const CONTRACT_ARGS =
-  'serve --host 0.0.0.0 --port 8080 --management-port 8081 --metrics-port 8082 --model-store /mnt/models ' +
+  'serve --host 0.0.0.0 --port 8080 --management-port 8081 --metrics-port 8082 --grpc-port 8001 --model-store /mnt/models ' +
   '--models all --model-name {{.Name}} --work-dir /tmp/batchserve --key-file /tmp/batchserve.key --drain-timeout 30s';
 /** Knative's queue-proxy and its profiling port share the pod's network namespace. */
 const KNATIVE_RESERVED_PORTS = [8012, 8013, 8022, 9090, 9091, 8008];
 
 const IMAGE = 'ghcr.io/batchserve/batchserve:0.1.0';
-const kserve = (mode: 'standard' | 'knative', name = 'resnet') =>
+const kserve = (mode: 'standard' | 'knative', name = 'resnet', protocol: KServeProtocol = 'v2') =>
   kserveManifests(
     {
       name,
       namespace: 'ml',
       storageUri: 's3://models/resnet.mar',
       deploymentMode: mode,
+      protocol,
       minReplicas: 1,
       maxReplicas: 4,
       targetQueueDepth: 16,
@@ -54,6 +57,19 @@ const podSpecOf = (deployment: KubernetesObject): any => (deployment.spec as any
 const podAnnotationsOf = (deployment: KubernetesObject): any => (deployment.spec as any).template.metadata.annotations;
 const specOf = (object: KubernetesObject): any => object.spec;
 /* eslint-enable @typescript-eslint/no-explicit-any */
+
+/**
+ * The pod's container as KServe makes it: the InferenceService's model merged into the
+ * runtime's kserve-container by strategic merge patch, where fields replace and `ports` merge
+ * by containerPort, order aside (kserve/kserve pkg/utils/container_merge.go).
+ */
+function mergeIntoRuntime(runtimeContainer: Container, model: Partial<Container>): Container {
+  const ports = new Map<number, ContainerPort>();
+  for (const port of [...(runtimeContainer.ports ?? []), ...(model.ports ?? [])]) {
+    ports.set(port.containerPort, { ...ports.get(port.containerPort), ...port });
+  }
+  return { ...runtimeContainer, ...model, ...(ports.size === 0 ? {} : { ports: [...ports.values()] }) };
+}
 
 function flagValue(args: readonly string[], flag: string): string {
   const index = args.indexOf(flag);
@@ -84,7 +100,7 @@ function knativeProblems(containers: readonly Partial<Container>[], podSpec: Rec
   if (port.protocol !== 'TCP') problems.push(`protocol ${String(port.protocol)}`);
   for (const container of containers) {
     const args = container.args ?? [];
-    for (const flag of ['--port', '--management-port', '--metrics-port']) {
+    for (const flag of ['--port', '--management-port', '--metrics-port', '--grpc-port']) {
       const bound = args.includes(flag) ? Number(flagValue(args, flag)) : undefined;
       if (bound !== undefined && KNATIVE_RESERVED_PORTS.includes(bound)) problems.push(`${flag} ${bound} is reserved`);
     }
@@ -122,10 +138,10 @@ test('the runtime is batchserve: kserve-container, its own format, nothing that 
     formats.filter((format) => format.autoSelect === true).map((format) => format.name),
     ['batchserve-mar'],
   );
-  assert.deepEqual((runtime.spec as { protocolVersions: string[] }).protocolVersions, ['v2']);
+  assert.deepEqual((runtime.spec as { protocolVersions: string[] }).protocolVersions, ['v2', 'grpc-v2']);
 });
 
-test('the InferenceServices name the runtime, its format and protocol v2, and set the deployment mode explicitly', () => {
+test('the InferenceServices name the runtime, its format and protocol (v2, or grpc-v2 with its port), and the deployment mode', () => {
   for (const [mode, annotation] of [
     ['standard', 'Standard'],
     ['knative', 'Knative'],
@@ -136,6 +152,20 @@ test('the InferenceServices name the runtime, its format and protocol v2, and se
     assert.equal(model.runtime, 'batchserve');
     assert.equal(model.modelFormat.name, 'batchserve-mar');
     assert.equal(model.protocolVersion, 'v2');
+    // REST: KServe routes to the runtime's default, 8080.
+    assert.equal(model.ports, undefined);
+  }
+  // gRPC: one port, the server's gRPC port, named as KServe documents for the mode.
+  for (const [mode, name] of [
+    ['standard', 'grpc-port'],
+    ['knative', 'h2c'],
+  ] as const) {
+    const [runtime, isvc] = kserve(mode, 'resnet', 'grpc-v2');
+    const model = predictorOf(isvc).model;
+    assert.equal(model.protocolVersion, 'grpc-v2');
+    assert.ok((runtime.spec as { protocolVersions: string[] }).protocolVersions.includes(model.protocolVersion));
+    const grpcPort = Number(flagValue(runtimeContainers(runtime)[0]?.args ?? [], '--grpc-port'));
+    assert.deepEqual(model.ports, [{ name, containerPort: grpcPort, protocol: 'TCP' }]);
   }
   const [, standard] = kserve('standard');
   assert.equal(standard.metadata.annotations?.['serving.kserve.io/autoscalerClass'], 'keda');
@@ -144,24 +174,38 @@ test('the InferenceServices name the runtime, its format and protocol v2, and se
   assert.equal(knative.metadata.annotations?.['autoscaling.knative.dev/target'], '16');
 });
 
-test("Knative's rules hold for the runtime's container and the Knative InferenceService", () => {
+test("Knative's rules hold for the runtime's container and the Knative InferenceServices, REST and gRPC", () => {
   const [runtime, isvc] = kserve('knative');
   const predictor = predictorOf(isvc);
+  const runtimeContainer = runtimeContainers(runtime)[0] as Container;
   // KServe merges the InferenceService's model container into kserve-container, and its pod fields into the pod.
-  const merged = { ...runtimeContainers(runtime)[0], ...predictor.model } as Container;
+  const merged = mergeIntoRuntime(runtimeContainer, predictor.model);
   assert.deepEqual(knativeProblems([merged], predictor), []);
   assert.deepEqual(knativeProblems(runtimeContainers(runtime), {}), []);
+  // gRPC: the one port is the server's gRPC port, named h2c; the probes still ask REST, by number.
+  const grpcPredictor = predictorOf(kserve('knative', 'resnet', 'grpc-v2')[1]);
+  const grpcMerged = mergeIntoRuntime(runtimeContainer, grpcPredictor.model);
+  assert.deepEqual(knativeProblems([grpcMerged], grpcPredictor), []);
+  assert.deepEqual(grpcMerged.ports, [
+    { name: 'h2c', containerPort: Number(flagValue(merged.args, '--grpc-port')), protocol: 'TCP' },
+  ]);
+  assert.equal(grpcMerged.readinessProbe?.httpGet.port, Number(flagValue(merged.args, '--port')));
+  // Why the runtime declares no port: KServe would add the InferenceService's to it.
+  const declaring = { ...runtimeContainer, ports: [{ name: 'http1', containerPort: 8080, protocol: 'TCP' as const }] };
+  assert.deepEqual(knativeProblems([mergeIntoRuntime(declaring, grpcPredictor.model)], grpcPredictor), [
+    '2 container ports; Knative allows one',
+  ]);
   // The checker itself finds what Knative refuses.
   const [standardRuntime, standardIsvc] = kserve('standard');
   const standardPredictor = predictorOf(standardIsvc);
-  const standardMerged = { ...runtimeContainers(standardRuntime)[0], ...standardPredictor.model } as Container;
+  const standardMerged = mergeIntoRuntime(runtimeContainers(standardRuntime)[0] as Container, standardPredictor.model);
   assert.deepEqual(knativeProblems([standardMerged], standardPredictor), [
     'lifecycle is not allowed',
     'terminationGracePeriodSeconds is not allowed',
   ]);
   const deployment = k8s('keda')[0];
   assert.deepEqual(knativeProblems(podSpecOf(deployment).containers, {}), [
-    '3 container ports; Knative allows one',
+    '4 container ports; Knative allows one',
     'port name "http"',
     'lifecycle is not allowed',
   ]);
@@ -182,7 +226,7 @@ test('the grace period outlasts the pre-stop sleep and the drain timeout in the 
   }
 });
 
-test('probes, metrics and the autoscaling query name what the real server answers', async (t) => {
+test('probes, metrics, the gRPC port and the autoscaling query name what the real server answers', async (t) => {
   const dir = await tempDir(t);
   const archive = await packAffine(join(dir, 'archive'));
   const [runtime, isvc] = kserve('standard', 'resnet');
@@ -211,6 +255,7 @@ test('probes, metrics and the autoscaling query name what the real server answer
     port: 0,
     management_port: 0,
     metrics_port: 0,
+    grpc_port: 0,
     model_store: archive,
     work_dir: join(dir, 'work'),
   });
@@ -219,6 +264,7 @@ test('probes, metrics and the autoscaling query name what the real server answer
       [flagValue(args, '--port')]: server.urls.inference,
       [flagValue(args, '--management-port')]: server.urls.management,
       [flagValue(args, '--metrics-port')]: server.urls.metrics,
+      [flagValue(args, '--grpc-port')]: server.urls.grpc,
     };
     const url = byPort[String(port)];
     assert.ok(url, `port ${port} is none of the server's`);
@@ -232,6 +278,25 @@ test('probes, metrics and the autoscaling query name what the real server answer
       assert.equal(answer.status, 200, `${container.name} ${probe.httpGet.path}`);
     }
   }
+  // Every gRPC port the manifests route to: the grpc-v2 InferenceServices', the Deployment's
+  // (which the Service's targetPort names), answered by Triton's service.
+  const deploymentPorts: ContainerPort[] = podSpecOf(deployment).containers[0].ports;
+  const servicePort = specOf(k8s('keda', 'resnet')[1]).ports.find((port: { name: string }) => port.name === 'grpc');
+  const grpcPorts = [
+    ...(['standard', 'knative'] as const).map(
+      (mode) => predictorOf(kserve(mode, 'resnet', 'grpc-v2')[1]).model.ports[0],
+    ),
+    deploymentPorts.find((port) => port.name === servicePort.targetPort),
+  ].map((port: ContainerPort | undefined) => port?.containerPort ?? 0);
+  assert.equal(servicePort.appProtocol, 'kubernetes.io/h2c');
+  for (const port of grpcPorts) {
+    const client = new InferenceClient(urlOf(port));
+    t.after(() => client.close());
+    const answer = await client.call('ModelReady', { name: 'resnet' });
+    assert.equal(answer.error, undefined, `port ${port}`);
+    assert.equal(answer.response.ready, true);
+  }
+
   const runtimeAnnotations = (runtime.spec as { annotations: Record<string, string> }).annotations;
   const scrapeTargets = [
     [runtimeAnnotations['prometheus.kserve.io/port'], runtimeAnnotations['prometheus.kserve.io/path']],

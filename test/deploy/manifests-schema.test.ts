@@ -71,6 +71,8 @@ test('generated manifests are valid for each combination of flags', async () => 
     ],
     ['standard, memory only', { ...KSERVE, memory: '8Gi' }, false],
     ['knative, scale to zero', { ...KSERVE, deploymentMode: 'knative', minReplicas: 0 }, false],
+    ['standard, gRPC, with the runtime', { ...KSERVE, protocol: 'grpc-v2' }, true],
+    ['knative, gRPC, GPU', { ...KSERVE, deploymentMode: 'knative', protocol: 'grpc-v2', gpu: 1 }, false],
     [
       'knative, GPU, namespace, with the runtime',
       { ...KSERVE, deploymentMode: 'knative', gpu: 1, namespace: 'ml' },
@@ -119,8 +121,8 @@ test('the schemas refuse a misspelt key and a wrong type in every kind', async (
     ],
     [
       'ClusterServingRuntime',
-      (o) => (o.spec.containers[0].ports[0].containerPort = '8080'),
-      /^\/spec\/containers\/0\/ports\/0\/containerPort: must be integer$/,
+      (o) => (o.spec.protocolVersions = o.spec.protocolVersions.join(',')),
+      /^\/spec\/protocolVersions: must be array$/,
     ],
     [
       'ClusterServingRuntime',
@@ -131,6 +133,11 @@ test('the schemas refuse a misspelt key and a wrong type in every kind', async (
       'InferenceService',
       (o) => (o.spec.predictor.model.storageURI = o.spec.predictor.model.storageUri),
       /^\/spec\/predictor\/model: must NOT have additional properties \(storageURI\)$/,
+    ],
+    [
+      'InferenceService',
+      (o) => (o.spec.predictor.model.ports = [{ name: 'grpc-port', containerPort: '8001', protocol: 'TCP' }]),
+      /^\/spec\/predictor\/model\/ports\/0\/containerPort: must be integer$/,
     ],
     [
       'InferenceService',
@@ -168,6 +175,7 @@ test('the schemas refuse a misspelt key and a wrong type in every kind', async (
       /^\/spec: must NOT have additional properties \(selectors\)$/,
     ],
     ['Service', (o) => (o.spec.ports[0].port = 'http'), /^\/spec\/ports\/0\/port: must be integer$/],
+    ['Service', (o) => (o.spec.ports[1].appProtocol = 2), /^\/spec\/ports\/1\/appProtocol: must be string/],
     [
       'ScaledObject',
       (o) => (o.spec.maxReplicas = o.spec.maxReplicaCount),

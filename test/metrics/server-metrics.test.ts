@@ -50,6 +50,11 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_shadow_agreement_ratio: 'gauge',
     batchserve_prediction_log_dropped_total: 'counter',
     batchserve_feedback_total: 'counter',
+    batchserve_batching_fixed_cost_seconds: 'gauge',
+    batchserve_batching_row_cost_seconds: 'gauge',
+    batchserve_batching_fit_r2: 'gauge',
+    batchserve_batching_fit_trusted: 'gauge',
+    batchserve_batching_wait_seconds: 'gauge',
   });
   for (const family of families.values()) {
     if (family.name.startsWith('batchserve_')) assert.match(family.help ?? '', /^\S.*, in [a-z]+\.$/, family.name);
@@ -68,7 +73,8 @@ test('process metrics can be left out', async () => {
 
 test('known durations land in the expected cumulative buckets, bounds inclusive', async () => {
   const metrics = new ServerMetrics({ collectProcessMetrics: false });
-  for (const seconds of [0.00003, 0.00005, 0.0003, 0.003, 3, 20]) metrics.requestFinished('m', '1', 200, seconds, 'rest');
+  for (const seconds of [0.00003, 0.00005, 0.0003, 0.003, 3, 20])
+    metrics.requestFinished('m', '1', 200, seconds, 'rest');
   const families = await scrape(metrics);
   const labels = { model: 'm', version: '1' };
 

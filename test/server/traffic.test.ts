@@ -334,7 +334,13 @@ test('load v2, make it the default and unload v1 under steady bench load: zero f
   const body = Buffer.from(affineRequest([ROW]));
   const load = runLoad(
     server.urls.inference,
-    { path: '/v2/models/affine/infer', headers: { 'content-type': 'application/json' }, body, rows: 1 },
+    {
+      protocol: 'v2-json',
+      path: '/v2/models/affine/infer',
+      headers: { 'content-type': 'application/json' },
+      body,
+      rows: 1,
+    },
     {
       level: { kind: 'concurrency', concurrency: 8 },
       warmupMs: 100,

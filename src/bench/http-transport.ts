@@ -1,0 +1,137 @@
+import { Client, Pool, type Dispatcher } from 'undici';
+import { RequestSlot, type LoadTransport, type Settle } from './request-slot.js';
+
+/** What every request of an HTTP run sends: the same options object each time. */
+export interface HttpRequest {
+  readonly origin: string;
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly body: Uint8Array;
+}
+
+/** One request per connection at a time; undici's own timeouts off: the engine's sweep times requests. */
+const CONNECTION_OPTIONS = { pipelining: 1, headersTimeout: 0, bodyTimeout: 0 } as const;
+
+/** The reason a timed-out request is aborted with; such a request is already counted. */
+const TIMED_OUT = new Error('the request timed out');
+
+/**
+ * HTTP through undici: a Client (one connection) per closed-loop slot, one Pool of
+ * `connections` for the open loop.
+ */
+export class HttpTransport implements LoadTransport {
+  readonly #options: Dispatcher.DispatchOptions;
+  readonly #origin: string;
+  readonly #dispatchers: Dispatcher[] = [];
+  readonly #connections: number;
+  readonly #settle: Settle;
+  #pool: Pool | undefined;
+
+  constructor(request: HttpRequest, connections: number, settle: Settle) {
+    this.#origin = request.origin;
+    this.#connections = connections;
+    this.#settle = settle;
+    this.#options = {
+      path: request.path,
+      method: 'POST',
+      headers: request.headers,
+      body: Buffer.from(request.body.buffer, request.body.byteOffset, request.body.byteLength),
+    };
+  }
+
+  ownSlot(): RequestSlot {
+    const client = new Client(this.#origin, CONNECTION_OPTIONS);
+    this.#dispatchers.push(client);
+    return new HttpSlot(this.#settle, client, this.#options);
+  }
+
+  sharedSlot(): RequestSlot {
+    if (!this.#pool) {
+      this.#pool = new Pool(this.#origin, { ...CONNECTION_OPTIONS, connections: this.#connections });
+      this.#dispatchers.push(this.#pool);
+    }
+    return new HttpSlot(this.#settle, this.#pool, this.#options);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#dispatchers.map((dispatcher) => dispatcher.destroy()));
+  }
+}
+
+/**
+ * One outstanding request, and its undici handler. It uses the dispatch handler hooks undici's
+ * client core calls directly (onConnect/onHeaders/onData/onComplete/onError): the newer
+ * controller-style hooks are adapted to these with a wrapper object and a parsed headers
+ * object per request, which is what the hot loop avoids.
+ */
+class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
+  #status = 0;
+  #abort: ((error?: Error) => void) | undefined = undefined;
+  readonly #dispatcher: Dispatcher;
+  readonly #options: Dispatcher.DispatchOptions;
+
+  constructor(settle: Settle, dispatcher: Dispatcher, options: Dispatcher.DispatchOptions) {
+    super(settle);
+    this.#dispatcher = dispatcher;
+    this.#options = options;
+  }
+
+  send(): void {
+    this.#status = 0;
+    this.#abort = undefined;
+    this.#dispatcher.dispatch(this.#options, this);
+  }
+
+  abandon(): void {
+    // Not yet on a socket (queued in the pool): onConnect aborts it when it gets there.
+    this.#abort?.(TIMED_OUT);
+  }
+
+  onConnect(abort: (error?: Error) => void): void {
+    if (this.timedOut) abort(TIMED_OUT);
+    else this.#abort = abort;
+  }
+
+  onHeaders(statusCode: number): boolean {
+    this.#status = statusCode;
+    return true;
+  }
+
+  onData(): boolean {
+    return true;
+  }
+
+  onComplete(): void {
+    this.settle(this, this.#status >= 200 && this.#status < 300 ? undefined : String(this.#status));
+  }
+
+  onError(error: Error): void {
+    this.settle(this, errorKind(error));
+  }
+}
+
+function errorKind(error: Error): string {
+  if (error === TIMED_OUT) return 'timeout';
+  // Connecting to every address of a name fails with an AggregateError of the attempts.
+  const code = (error as { code?: unknown }).code ?? (error as { errors?: { code?: unknown }[] }).errors?.[0]?.code;
+  switch (code) {
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+    case 'UND_ERR_CONNECT_TIMEOUT':
+    case 'ETIMEDOUT':
+      return 'timeout';
+    case 'ECONNREFUSED':
+    case 'ECONNRESET':
+    case 'ECONNABORTED':
+    case 'EPIPE':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'UND_ERR_SOCKET':
+    case 'UND_ERR_CLOSED':
+      return 'connection';
+    default:
+      return 'other';
+  }
+}

@@ -1,0 +1,80 @@
+import { request } from 'undici';
+import { UsageError } from '../core/errors.js';
+import type { ModelStatsJson } from '../metrics/model-statistics.js';
+import { fetchModelMetadata, type ModelMetadata } from './payload.js';
+import type { ServerPoint } from './report-types.js';
+
+/** What the bench asks a server about the model it drives, over REST or gRPC. */
+export interface ModelQueries {
+  /** Its inputs and outputs, for the payload. */
+  metadata(): Promise<ModelMetadata>;
+  /** The batching it runs with now. */
+  config(): Promise<ServerPoint>;
+  /** Its KServe v2 statistics: model_stats of the version the server serves first. */
+  stats(): Promise<ModelStatsJson>;
+  close(): void;
+}
+
+/** A JSON answer, or a UsageError that says what the server said. */
+export async function getJson(url: string, init: { method?: 'GET' | 'PUT'; token?: string } = {}): Promise<unknown> {
+  let response;
+  try {
+    response = await request(url, {
+      method: init.method ?? 'GET',
+      headers: init.token ? { authorization: `Bearer ${init.token}` } : {},
+    });
+  } catch (error) {
+    throw new UsageError(`cannot reach ${url}: ${(error as Error).message}`);
+  }
+  const body = (await response.body.json().catch(() => ({}))) as { error?: string };
+  if (response.statusCode >= 400) {
+    throw new UsageError(
+      `${init.method ?? 'GET'} ${url} answered ${response.statusCode}: ${body.error ?? 'no message'}`,
+    );
+  }
+  return body;
+}
+
+/** Triton's model configuration, in the fields that describe batching. */
+export interface TritonBatchingConfig {
+  max_batch_size: number;
+  dynamic_batching?: { max_queue_delay_microseconds?: number } | null;
+  instance_group?: { count: number }[];
+}
+
+export function serverPointOf(config: TritonBatchingConfig): ServerPoint {
+  return {
+    maxBatchSize: config.max_batch_size,
+    maxQueueDelayUs: config.dynamic_batching?.max_queue_delay_microseconds ?? 0,
+    instances: (config.instance_group ?? []).reduce((total, group) => total + group.count, 0) || 1,
+  };
+}
+
+/** The REST inference API's model routes: /v2/models/{model}, …/config, …/stats. */
+export class RestModelQueries implements ModelQueries {
+  readonly #modelUrl: string;
+
+  constructor(
+    readonly inferenceUrl: string,
+    readonly model: string,
+  ) {
+    this.#modelUrl = `${inferenceUrl}/v2/models/${encodeURIComponent(model)}`;
+  }
+
+  metadata(): Promise<ModelMetadata> {
+    return fetchModelMetadata(this.inferenceUrl, this.model);
+  }
+
+  async config(): Promise<ServerPoint> {
+    return serverPointOf((await getJson(`${this.#modelUrl}/config`)) as TritonBatchingConfig);
+  }
+
+  async stats(): Promise<ModelStatsJson> {
+    const body = (await getJson(`${this.#modelUrl}/stats`)) as { model_stats: ModelStatsJson[] };
+    const stats = body.model_stats[0];
+    if (!stats) throw new UsageError(`the server has no statistics for ${this.model}`);
+    return stats;
+  }
+
+  close(): void {}
+}

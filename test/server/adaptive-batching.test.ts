@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { renderStartupBlock } from '../../src/server/startup-block.js';
+import { validateServerConfig } from '../../src/server/server-config.js';
+import { samplesOf } from '../metrics/prometheus-text.js';
+import { affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
+import { tempDir } from '../fixtures/temp.js';
+
+test('max_queue_delay: auto serves, shows its budget at start, and exposes the live fit in metrics and describe', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packAffine(dir, {
+    config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: auto\n  max_latency: 50ms\n',
+  });
+  const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  const model = server.repository.get('affine');
+  assert.equal(model.config.dynamic_batching.max_queue_delay, 'auto');
+  assert.match(renderStartupBlock(server, validateServerConfig({}, 'test')), /delay auto \(max_latency 50ms\)/);
+
+  const answers = await Promise.all(
+    Array.from({ length: 24 }, (_, index) =>
+      call(`${server.urls.inference}/v2/models/affine/infer`, { body: affineRequest([[index, 0, 0, 0]]) }),
+    ),
+  );
+  assert.deepEqual(
+    answers.map((answer) => answer.body.outputs[0].data[0]),
+    Array.from({ length: 24 }, (_, index) => index * 2 + 1),
+  );
+  const families = await scrapeMetrics(server);
+  const trusted = samplesOf(families, 'batchserve_batching_fit_trusted', { model: 'affine', version: '1' })[0];
+  assert.ok(trusted !== undefined && (trusted.value === 0 || trusted.value === 1), 'the fit is exported');
+  const described = await call(`${server.urls.management}/models/affine`, {
+    headers: { authorization: 'Bearer test-token' },
+  });
+  const [entry] = described.body as { maxBatchDelay: unknown; adaptiveBatching: Record<string, unknown> }[];
+  assert.equal(entry?.maxBatchDelay, 'auto');
+  assert.equal(typeof entry?.adaptiveBatching.trusted, 'boolean');
+  assert.ok('notTrustedBecause' in (entry?.adaptiveBatching ?? {}));
+
+  // The bench's sweeps switch it on and off at run time, as TorchServe's max_batch_delay.
+  const fixed = await call(`${server.urls.management}/models/affine?max_batch_delay=2`, {
+    method: 'PUT',
+    headers: { authorization: 'Bearer test-token' },
+  });
+  assert.equal(fixed.status, 200, JSON.stringify(fixed.body));
+  assert.equal(model.config.dynamic_batching.max_queue_delay, 2_000);
+  await call(`${server.urls.management}/models/affine?max_batch_delay=auto`, {
+    method: 'PUT',
+    headers: { authorization: 'Bearer test-token' },
+  });
+  assert.equal(model.config.dynamic_batching.max_queue_delay, 'auto');
+});
+
+test('a model config refuses a max_queue_delay that is neither a duration nor auto', async (t) => {
+  const dir = await tempDir(t);
+  await assert.rejects(
+    packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: soon\n' }),
+    /dynamic_batching\.max_queue_delay: expected microseconds \(an integer\) or a duration such as "5ms", or auto, got "soon"/,
+  );
+});
