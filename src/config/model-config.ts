@@ -164,6 +164,21 @@ export const modelConfigSchema = {
       description:
         'Run the whole handler pipeline (preprocess, forward pass, postprocess) on zeros at batch size 1 and each preferred size before reporting ready; a failure fails the load. Turn off for a handler that cannot take v2 tensors.',
     },
+    response_cache: {
+      kind: 'object',
+      optional: true,
+      description:
+        "Triton's response cache: answers kept by their inputs (every input's name, datatype, shape and bytes, or a TorchServe body and its content type), so a repeated request skips the queue and the instance. Per version, emptied when the version unloads or reloads.",
+      fields: {
+        enable: { kind: 'boolean', default: true, description: 'Cache this model’s answers.' },
+        max_bytes: {
+          kind: 'integer',
+          min: 1,
+          default: 64 * 1024 * 1024,
+          description: 'Bytes of keys and answers kept; the least recently used go first.',
+        },
+      },
+    },
     prediction_log: {
       kind: 'object',
       optional: true,
@@ -297,6 +312,11 @@ export interface ImageClassifierOptions {
   readonly softmax: 'auto' | 'always' | 'never';
 }
 
+export interface ResponseCacheConfig {
+  readonly enable: boolean;
+  readonly max_bytes: number;
+}
+
 export interface PredictionLogConfig {
   readonly path?: string;
   readonly sample_rate: number;
@@ -323,6 +343,7 @@ export interface ModelConfig {
   readonly tensorrt: TensorrtOptions;
   readonly warmup: boolean;
   readonly prediction_log?: PredictionLogConfig;
+  readonly response_cache?: ResponseCacheConfig;
   readonly labels_file?: string;
   readonly image_classifier?: ImageClassifierOptions;
 }

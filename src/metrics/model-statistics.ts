@@ -16,7 +16,7 @@ export interface InferenceStatsJson {
   compute_input: DurationStatJson;
   compute_infer: DurationStatJson;
   compute_output: DurationStatJson;
-  /** batchserve has no response cache; Triton always sends these, so they stay at zero. */
+  /** Response cache lookups (`response_cache` in the model config); zero without a cache. */
   cache_hit: DurationStatJson;
   cache_miss: DurationStatJson;
 }
@@ -79,7 +79,6 @@ class PhaseStats {
   }
 }
 
-const NO_CACHE: DurationStatJson = Object.freeze({ count: 0, ns: 0 });
 
 /**
  * The statistics of one model version. Request-level figures (inference_stats) count each
@@ -95,6 +94,8 @@ export class ModelStatistics {
   #executionCount = 0;
   readonly #success = new DurationStat();
   readonly #fail = new DurationStat();
+  readonly #cacheHit = new DurationStat();
+  readonly #cacheMiss = new DurationStat();
   readonly #queue = new DurationStat();
   readonly #compute = new PhaseStats();
   readonly #batches = new Map<number, PhaseStats>();
@@ -111,6 +112,16 @@ export class ModelStatistics {
     this.#success.add(t.totalNs);
     this.#queue.add(t.queueNs);
     this.#compute.add(t);
+  }
+
+  /** A response cache lookup that found the answer, and how long finding it took. */
+  recordCacheHit(ns: number): void {
+    this.#cacheHit.add(ns);
+  }
+
+  /** A response cache lookup that did not, and how long the lookup and the insertion took. */
+  recordCacheMiss(ns: number): void {
+    this.#cacheMiss.add(ns);
   }
 
   /** One request that failed, wherever it failed. */
@@ -149,8 +160,8 @@ export class ModelStatistics {
         compute_input: this.#compute.computeInput.toJSON(),
         compute_infer: this.#compute.computeInfer.toJSON(),
         compute_output: this.#compute.computeOutput.toJSON(),
-        cache_hit: { ...NO_CACHE },
-        cache_miss: { ...NO_CACHE },
+        cache_hit: this.#cacheHit.toJSON(),
+        cache_miss: this.#cacheMiss.toJSON(),
       },
       batch_stats: [...this.#batches]
         .sort(([a], [b]) => a - b)

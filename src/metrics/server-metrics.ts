@@ -170,6 +170,15 @@ export class ServerMetrics {
       'Adaptive batching: the wait for partners last chosen, in seconds.',
     ),
   };
+  readonly #cache = {
+    hits: this.#counter('batchserve_cache_hits_total', 'Requests answered from the response cache, in requests.'),
+    misses: this.#counter('batchserve_cache_misses_total', 'Response cache lookups that found nothing, in requests.'),
+    evictions: this.#counter(
+      'batchserve_cache_evictions_total',
+      'Answers pushed out of the response cache to make room, least recently used first, in entries.',
+    ),
+    bytes: this.#gauge('batchserve_cache_bytes', 'Keys and answers held by the response cache, in bytes.'),
+  };
   readonly #logDropped = new Counter({
     name: 'batchserve_prediction_log_dropped_total',
     help: 'Prediction log records lost, by reason: buffer_full (the disk fell behind), write_failed (a write failed: a full or read-only disk) or closed (after shutdown), in records.',
@@ -258,6 +267,7 @@ export class ServerMetrics {
     this.#instances.remove(model, version);
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
     for (const gauge of Object.values(this.#batchingGauges)) gauge.remove(model, version);
+    this.#cache.bytes.remove(model, version);
     versions.delete(version);
     if (versions.size === 0) this.#series.delete(model);
   }
@@ -303,6 +313,22 @@ export class ServerMetrics {
 
   feedbackJoined(model: string, version: string): void {
     this.#feedback.labels(model, version).inc();
+  }
+
+  cacheLookup(model: string, version: string, hit: boolean): void {
+    (hit ? this.#cache.hits : this.#cache.misses).labels(model, version).inc();
+  }
+
+  cacheEvicted(model: string, version: string, entries: number): void {
+    this.#cache.evictions.labels(model, version).inc(entries);
+  }
+
+  cacheSized(model: string, version: string, bytes: number): void {
+    this.#cache.bytes.labels(model, version).set(bytes);
+  }
+
+  #counter(name: string, help: string): Counter {
+    return new Counter({ name, help, labelNames: ['model', 'version'], registers: [this.registry] });
   }
 
   #gauge(name: string, help: string): Gauge {

@@ -14,6 +14,7 @@ import type { ModelSignature } from '../protocol/prepared-request.js';
 import { ModelNotReadyError, UsageError } from '../core/errors.js';
 import { ModelStatistics } from '../metrics/model-statistics.js';
 import type { CostFit } from '../batching/cost-fit.js';
+import { ResponseCache } from './response-cache.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import type { HandlerRequest } from '../core/request.js';
@@ -43,6 +44,9 @@ export interface LoadedModelParts {
   readonly restartDelay?: (ms: number) => Promise<void>;
 }
 
+/** A cached answer ran no forward pass. */
+const NO_COMPUTE = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
+
 /** A stopped instance gets this many tries to come back, a second more apart each time. */
 const RESTART_ATTEMPTS = 3;
 
@@ -64,6 +68,8 @@ export class LoadedModel {
   readonly #parts: LoadedModelParts;
   #modelState: ModelState = 'ready';
   #liveFit: (CostFit & { wait_ms: number }) | undefined;
+  /** Set with `response_cache.enable`; one per version, so answers never cross versions. */
+  readonly #cache: ResponseCache | undefined;
   #unloading: Promise<void> | undefined;
 
   constructor(parts: LoadedModelParts) {
@@ -106,6 +112,13 @@ export class LoadedModel {
     // From the start, so an autoscaler's query on a fresh pod reads 0, not an empty series.
     metrics.setPendingRows(this.name, this.version, 0);
     metrics.setQueueDepth(this.name, this.version, 0);
+    const caching = parts.config.response_cache;
+    this.#cache = caching?.enable
+      ? new ResponseCache(caching.max_bytes, {
+          evicted: (entries) => metrics.cacheEvicted(this.name, this.version, entries),
+          sized: (bytes) => metrics.cacheSized(this.name, this.version, bytes),
+        })
+      : undefined;
     for (const instance of this.#instanceList) this.#watch(instance);
     metrics.modelLoaded(this.name, this.version, parts.loadSeconds, this.devices().join(','));
   }
@@ -160,7 +173,26 @@ export class LoadedModel {
         new ModelNotReadyError(`model ${this.name} version ${this.version} is ${this.#modelState}`),
       );
     }
-    return this.#batcher.submit(request, options);
+    const cache = this.#cache;
+    const key = cache?.keyOf(request);
+    if (cache === undefined || key === undefined) return this.#batcher.submit(request, options);
+    const started = process.hrtime.bigint();
+    const cached = cache.get(key);
+    if (cached !== undefined) {
+      // Found: the held queue place is not needed, and no batch runs.
+      options.reservation?.release();
+      this.stats.recordCacheHit(Number(process.hrtime.bigint() - started));
+      this.#parts.metrics.cacheLookup(this.name, this.version, true);
+      return Promise.resolve({ response: cached, queueNs: 0, timings: NO_COMPUTE, batchRows: 0, instanceId: 'cache' });
+    }
+    const lookupNs = Number(process.hrtime.bigint() - started);
+    this.#parts.metrics.cacheLookup(this.name, this.version, false);
+    return this.#batcher.submit(request, options).then((result) => {
+      const storing = process.hrtime.bigint();
+      cache.put(key, result.response);
+      this.stats.recordCacheMiss(lookupNs + Number(process.hrtime.bigint() - storing));
+      return result;
+    });
   }
 
   /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` (a delay, or `auto`) of the running batcher. */

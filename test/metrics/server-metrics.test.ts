@@ -55,6 +55,10 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_batching_fit_r2: 'gauge',
     batchserve_batching_fit_trusted: 'gauge',
     batchserve_batching_wait_seconds: 'gauge',
+    batchserve_cache_hits_total: 'counter',
+    batchserve_cache_misses_total: 'counter',
+    batchserve_cache_evictions_total: 'counter',
+    batchserve_cache_bytes: 'gauge',
   });
   for (const family of families.values()) {
     if (family.name.startsWith('batchserve_')) assert.match(family.help ?? '', /^\S.*, in [a-z]+\.$/, family.name);
