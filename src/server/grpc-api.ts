@@ -11,7 +11,7 @@ import {
 } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
-import { ForbiddenError } from '../core/errors.js';
+import { ForbiddenError, PayloadTooLargeError } from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import { inferenceProtocol, peekModelTarget } from '../protocol/grpc-messages.js';
 import {
@@ -26,6 +26,7 @@ import type { TrafficControl } from '../traffic/traffic-control.js';
 import type { RouteChoice, StickyHeaders } from '../traffic/version-router.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { bearerCheck } from './auth.js';
+import { largestInferMessage } from './grpc-message-limit.js';
 import { grpcError } from './grpc-status.js';
 import {
   asTensorMap,
@@ -210,6 +211,7 @@ export class GrpcInferenceApi {
           : traffic.router.route(target.name, stickyHeaders(metadata), NO_QUERY, choice);
         tell('x-model-version', model.version);
         requireReady(model, this.#options.isAccepting() && model.state === 'ready');
+        refuseOversized(raw, model);
         const reservation: QueueReservation = model.reserve();
         try {
           const message = this.#types.lookupType('inference.ModelInferRequest').decode(raw);
@@ -329,6 +331,16 @@ export class GrpcInferenceApi {
   /** A message built with the proto's own conversion: enum names to numbers, unknown keys dropped. */
   #message(type: string, value: object): object {
     return this.#types.lookupType(`inference.${type}`).fromObject(value);
+  }
+}
+
+/** A message larger than the model's largest batch can hold is refused before it is decoded. */
+function refuseOversized(raw: Buffer, model: LoadedModel): void {
+  const limit = largestInferMessage(model.config);
+  if (raw.length > limit) {
+    throw new PayloadTooLargeError(
+      `the request is ${raw.length} bytes; model ${model.name} version ${model.version} takes at most ${limit} (its largest batch, max_batch_size ${model.config.max_batch_size}, of every input)`,
+    );
   }
 }
 

@@ -469,3 +469,14 @@ test('grpc_max_streams caps the streams open at once: one more is refused with R
   assert.match(refused.details, /1 streams are open, the most this server takes \(grpc_max_streams\)/);
   first.end();
 });
+
+test('a message larger than the model’s largest batch is refused with RESOURCE_EXHAUSTED before it is decoded', async (t) => {
+  const server = await affineServer(t);
+  const grpc = client(t, server);
+  // affine: max_batch_size 8 × 4 FP32 = 128 bytes of tensor, 64 KiB of room for the rest.
+  const oversized = await grpc.call('ModelInfer', affineInfer({ id: 'x'.repeat(70_000) }));
+  assert.equal(oversized.error?.code, status.RESOURCE_EXHAUSTED);
+  assert.equal(oversized.error?.metadata['bs-error-code'], 'BS_ERR_PAYLOAD_TOO_LARGE');
+  assert.match(oversized.error?.details ?? '', /takes at most 65664 \(its largest batch, max_batch_size 8/);
+  assert.equal((await grpc.call('ModelInfer', affineInfer({ id: 'x'.repeat(60_000) }))).error, undefined);
+});
