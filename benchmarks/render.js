@@ -95,7 +95,10 @@ export const servedVsInProcess = {
       `sweep: batch sizes ${settings.batchSizes.join(', ')} × delays ${settings.delays.join(', ')} × ` +
         `concurrency ${settings.concurrency.join(', ')}; ${settings.window} windows after ${settings.warmup} warm-up, ` +
         `up to ${settings.duration}`,
-      `in-process: c = ${fixed(inProcess.c, 3)} ms, m = ${fixed(inProcess.m, 3)} ms, ceiling ${fixed(inProcess.ceiling, 2)}×, ` +
+      `in-process: c = ${fixed(inProcess.c, 3)} ms, m = ${fixed(inProcess.m, 3)} ms, ` +
+        (inProcess.ceiling === undefined
+          ? `fit failed (${inProcess.failure}), `
+          : `ceiling ${fixed(inProcess.ceiling, 2)}×, `) +
         `limit ${fixed(inProcess.limit, 0)} items/s`,
     ];
     for (const served of result.protocols) {
@@ -220,8 +223,128 @@ export const grpcVsRest = {
   },
 };
 
+const delayLabel = (delay) => {
+  if (delay === 'auto') return 'auto';
+  if (delay === 0) return '0';
+  return delay % 1000 === 0 ? `${delay / 1000}ms` : `${delay}us`;
+};
+
+export const adaptive = {
+  header(result) {
+    const { settings } = result;
+    const top = settings.concurrency.at(-1);
+    return [
+      ...environmentLines(result),
+      settings.pinned
+        ? 'servers pinned to CPU 0, client to CPU 1 (taskset)'
+        : 'taskset not found: servers and client share the CPUs',
+      `fixed delays ${settings.staticDelaysUs.map(delayLabel).join(', ')} and auto (max_latency ${settings.maxLatencyMs} ms), ` +
+        'fresh servers each round, intra_op_threads 1',
+      `closed loop at concurrency ${settings.concurrency.join(', ')}, then Poisson arrivals at ` +
+        `${settings.rateShare * 100}% of the best fixed delay's throughput at concurrency ${top} in the same round; ` +
+        `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms per level; ` +
+        `${settings.rounds} round${settings.rounds === 1 ? '' : 's'}, each level on every configuration back to back, ` +
+        'auto first in odd rounds and last in even ones; ratios within a round, medians over rounds',
+    ].join('\n');
+  },
+  round(round, model) {
+    const configs = [
+      ...round.order
+        .filter((delay) => delay !== 'auto')
+        .map(Number)
+        .sort((a, b) => a - b),
+      'auto',
+    ];
+    const levels = [...new Set(round.points.map((point) => point.level))];
+    const pair = (a, b, digits) => `${fixed(a, digits)} / ${fixed(b, digits)}`;
+    const rows = levels.map((level) => {
+      const of = (delay) => round.points.find((point) => point.level === level && point.delay === delay);
+      const [auto, zero] = [of('auto'), of(0)];
+      return (
+        `  ${level.padEnd(7)}${configs.map((delay) => fixed(of(delay).throughput, 0).padStart(8)).join('')}` +
+        `${pair(auto.p50Ms, zero.p50Ms, 2).padStart(17)}${pair(auto.p99Ms, zero.p99Ms, 1).padStart(17)}` +
+        `${pair(auto.averageBatch, zero.averageBatch, 2).padStart(15)}`
+      );
+    });
+    return [
+      `\n${model.label}, round ${round.round}: req/s by max_queue_delay (open loop "rate": ${round.rate}/s)`,
+      `  ${'level'.padEnd(7)}${configs.map((delay) => delayLabel(delay).padStart(8)).join('')}` +
+        '  p50 ms auto / 0  p99 ms auto / 0  batch auto / 0',
+      ...rows,
+    ].join('\n');
+  },
+  simulated(model) {
+    const { simulated, inProcess } = model;
+    const configs = [...new Set(simulated.points.map((point) => point.delay))];
+    const levels = [...new Set(simulated.points.map((point) => point.level))];
+    const rows = levels.map((level) => {
+      const here = simulated.points.filter((point) => point.level === level);
+      const auto = here.find((point) => point.delay === 'auto');
+      const best = Math.max(...here.filter((point) => point.delay !== 'auto').map((point) => point.throughput));
+      const fit = auto.fitTrusted ? 'fit trusted' : `fit not trusted: ${auto.fitReason}`;
+      return (
+        `  ${level.padEnd(7)}${here.map((point) => fixed(point.throughput, 0).padStart(8)).join('')}` +
+        `${fixed(auto.throughput / best, 3).padStart(11)}  sizes ${auto.batchSizes.join(', ')} (${fit})`
+      );
+    });
+    return [
+      `\n${model.label} on a simulated clock: the Batcher alone, one instance whose pass takes exactly ` +
+        `${fixed(inProcess.c, 2)} + ${fixed(inProcess.m, 3)}·B ms, clients that send again ${simulated.roundTripMs} ms ` +
+        `after an answer, ${simulated.seconds} s (req/s)`,
+      `  ${'level'.padEnd(7)}${configs.map((delay) => delayLabel(delay).padStart(8)).join('')}  auto÷best  auto's batches`,
+      ...rows,
+    ].join('\n');
+  },
+  summary(model) {
+    const { inProcess } = model;
+    const verdict = (key) => {
+      const { aim, met } = model.verdicts.find((each) => each.key === key);
+      return `aim ${aim}: ${metOrMissed(met)}`;
+    };
+    const rounds = (values) => values.map((value) => fixed(value, 2)).join(', ');
+    const ceiling = inProcess.ceiling === null ? 'no ceiling' : `1 + c/m = ${fixed(inProcess.ceiling, 1)}×`;
+    const lastRound = model.rounds.at(-1);
+    const learnt = lastRound.points
+      .filter((point) => point.learnt)
+      .map(({ level, learnt: line }) => {
+        const state = line.trusted ? 'trusted' : `not trusted (${line.notTrustedBecause})`;
+        return (
+          `  auto's line after ${level} (round ${lastRound.round}): ` +
+          `c = ${fixed(line.fixedCostMs, 2)} ms, m = ${fixed(line.rowCostMs, 3)} ms, R² ${fixed(line.r2, 2)}, ` +
+          `${line.batchSizesSeen} batch sizes, ${state}, last wait ${fixed(line.lastWaitMs, 2)} ms`
+        );
+      });
+    return [
+      `\n${model.label} (max_batch_size ${model.maxBatchSize}; in process c = ${fixed(inProcess.c, 2)} ms, ` +
+        `m = ${fixed(inProcess.m, 3)} ms, ${ceiling}):`,
+      ...model.perLevel.map(
+        ({ level, bestStaticDelayUs, batches, throughputRatio, throughputRatios, autoP99Ms, zeroP99Ms }) =>
+          `  ${level.padEnd(6)} auto ÷ best fixed delay (${delayLabel(bestStaticDelayUs)}) ${fixed(throughputRatio, 3)} ` +
+          `(rounds ${rounds(throughputRatios)}; ` +
+          `${verdict(`throughput ${level}`)}); batch auto ${fixed(batches.auto, 1)}, 0 ${fixed(batches.zero, 1)}, ` +
+          `best ${fixed(batches.best, 1)}; auto p99 ${fixed(autoP99Ms, 1)} ms (${verdict(`p99 ${level}`)}; ` +
+          `delay 0: ${fixed(zeroP99Ms, 1)} ms)`,
+      ),
+      `  auto p50 ÷ delay-0 p50 at c=1: ${fixed(model.p50Ratio, 3)} (rounds ${rounds(model.p50Ratios)}; ` +
+        `${verdict('p50 c=1')})`,
+      `  noise: at ${model.noise.level}, where every configuration forms the same full batches, throughput ranged ` +
+        `${fixed(model.noise.throughput[0], 0)}–${fixed(model.noise.throughput[1], 0)} req/s and compute ` +
+        `${fixed(model.noise.computeMs[0], 2)}–${fixed(model.noise.computeMs[1], 2)} ms a request over the configurations and rounds`,
+      ...learnt,
+    ].join('\n');
+  },
+  render(result) {
+    const parts = [this.header(result)];
+    for (const model of result.models) {
+      parts.push(...model.rounds.map((round) => this.round(round, model)), this.simulated(model), this.summary(model));
+    }
+    return parts.join('\n');
+  },
+};
+
 /** Each results/<name>.json's renderer, by name: the names the docs' markers use. */
 export const renderers = {
+  adaptive: (result) => adaptive.render(result),
   'client-throughput': (result) => clientThroughput.render(result),
   'event-loop-stall': (result) => eventLoopStall.render(result),
   'served-vs-in-process': (result) => servedVsInProcess.render(result),

@@ -112,6 +112,7 @@ const inProcess = {
   c: fit.c,
   m: fit.m,
   ceiling: fit.ceiling,
+  failure: fit.failure,
   limit: Math.max(...fit.samples.map((s) => (s.batchSize * 1000) / s.ms)),
   t1: fit.samples.find((s) => s.batchSize === 1).ms,
 };

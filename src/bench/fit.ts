@@ -5,7 +5,16 @@ import { formatDelay } from './delay.js';
  * speeds serving up by S(B) = B(c+m)/(c+B·m), which approaches 1 + c/m and never passes it.
  */
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
-import type { BatchCostFit, PointResult, Recommendation, SpeedupRow } from './report-types.js';
+import type {
+  BatchCostFit,
+  BenchReport,
+  FitFailure,
+  PointResult,
+  Recommendation,
+  ServerPoint,
+  SpeedupFit,
+  SpeedupRow,
+} from './report-types.js';
 
 export type BatchCostSample = BatchCostFit['samples'][number];
 
@@ -38,10 +47,35 @@ export function fitBatchCost(samples: readonly BatchCostSample[]): BatchCostFit 
   const m = sxy / sxx;
   const c = meanMs - m * meanB;
   const residual = merged.reduce((sum, s) => sum + (s.ms - (c + m * s.batchSize)) ** 2, 0);
-  // Identical timings at every size: the flat line fits them exactly (and m = 0 flags it).
+  // Identical timings at every size: the flat line fits them exactly (and m = 0 fails it).
   const r2 = syy === 0 ? 1 : 1 - residual / syy;
-  const ceiling = m > 0 ? 1 + c / m : Infinity;
-  return { c, m, r2, ceiling, poorFit: r2 < POOR_FIT_R2 || m <= 0, samples: merged };
+  const failure = fitFailure(c, m);
+  return {
+    c,
+    m,
+    r2,
+    ...(failure === undefined ? { ceiling: 1 + c / m } : { failure }),
+    poorFit: r2 < POOR_FIT_R2,
+    samples: merged,
+  };
+}
+
+/**
+ * A line that cannot be the cost of a pass, however well it fits: a high R² with c < 0 (seen:
+ * c = −21.4 ms, R² 0.954) would otherwise print a negative ceiling and negative speedups.
+ */
+function fitFailure(c: number, m: number): FitFailure | undefined {
+  if (m <= 0) return 'm ≤ 0';
+  return c < 0 ? 'c < 0' : undefined;
+}
+
+/**
+ * The fit that predicts the speedups: the in-process one, the limit the server is judged
+ * against, unless it failed where the server's did not.
+ */
+export function speedupFitOf({ fit, inProcess }: Pick<BenchReport, 'fit' | 'inProcess'>): SpeedupFit | undefined {
+  if (inProcess && (inProcess.failure === undefined || !fit || fit.failure !== undefined)) return 'inProcess';
+  return fit ? 'fit' : undefined;
 }
 
 function mergeByBatchSize(samples: readonly BatchCostSample[]): BatchCostSample[] {
@@ -82,22 +116,36 @@ export function samplesFromStats(before: StatsSnapshot | undefined, after: Stats
   return samples.sort((a, b) => a.batchSize - b.batchSize);
 }
 
+/** A point of a server whose settings bench knows: every v2 point (http-json's have none). */
+type ConfiguredPoint = PointResult & { readonly server: ServerPoint };
+
+function configured(points: readonly PointResult[]): ConfiguredPoint[] {
+  return points.filter((point): point is ConfiguredPoint => point.server !== undefined);
+}
+
 /**
  * One row per max_batch_size swept. Points with errors are left out of the measured speedup:
- * a quick 503 is not a served request, and counting it would flatter an overloaded point.
+ * a quick 503 is not a served request, and counting it would flatter an overloaded point. A
+ * failed fit predicts nothing; the rows then carry only what was measured.
  */
-export function speedupTable(fit: Pick<BatchCostFit, 'c' | 'm'>, points: readonly PointResult[]): SpeedupRow[] {
-  const sizes = [...new Set(points.map((p) => p.server.maxBatchSize))].sort((a, b) => a - b);
-  const unbatched = bestThroughput(points, 1);
+export function speedupTable(
+  fit: Pick<BatchCostFit, 'c' | 'm' | 'failure'>,
+  points: readonly PointResult[],
+): SpeedupRow[] {
+  const swept = configured(points);
+  const sizes = [...new Set(swept.map((p) => p.server.maxBatchSize))].sort((a, b) => a - b);
+  const unbatched = bestThroughput(swept, 1);
   return sizes.map((batchSize) => {
-    const fullest = Math.max(...points.filter((p) => p.server.maxBatchSize === batchSize).map(fullestBatch));
-    const best = bestThroughput(points, batchSize);
-    const row: SpeedupRow = {
+    const best = bestThroughput(swept, batchSize);
+    const measured = unbatched !== undefined && best !== undefined ? { measured: best / unbatched } : {};
+    if (fit.failure !== undefined) return { batchSize, ...measured };
+    const fullest = Math.max(...swept.filter((p) => p.server.maxBatchSize === batchSize).map(fullestBatch));
+    return {
       batchSize,
       predicted: predictedSpeedup(fit, batchSize),
       achievableBound: predictedSpeedup(fit, Math.min(batchSize, fullest)),
+      ...measured,
     };
-    return unbatched !== undefined && best !== undefined ? { ...row, measured: best / unbatched } : row;
   });
 }
 
@@ -106,20 +154,23 @@ export function speedupTable(fit: Pick<BatchCostFit, 'c' | 'm'>, points: readonl
  * concurrency × client batch rows in flight, shared by the instances. An open loop can queue
  * without bound, so only max_batch_size limits it.
  */
-function fullestBatch(point: PointResult): number {
+function fullestBatch(point: ConfiguredPoint): number {
   if (point.load.kind === 'rate') return point.server.maxBatchSize;
   return Math.ceil((point.load.concurrency * point.clientBatch) / point.server.instances);
 }
 
-function bestThroughput(points: readonly PointResult[], maxBatchSize: number): number | undefined {
+function bestThroughput(points: readonly ConfiguredPoint[], maxBatchSize: number): number | undefined {
   const served = points.filter((p) => p.server.maxBatchSize === maxBatchSize && p.errorCount === 0);
   return served.length === 0 ? undefined : Math.max(...served.map((p) => p.throughput));
 }
 
-/** The highest-throughput point that met the p99 objective without a single error. */
+/**
+ * The highest-throughput point that met the p99 objective without a single error, among the
+ * points whose settings can be pasted into a model config.
+ */
 export function recommend(points: readonly PointResult[], sloP99Ms: number): Recommendation | undefined {
-  let best: PointResult | undefined;
-  for (const point of points) {
+  let best: ConfiguredPoint | undefined;
+  for (const point of configured(points)) {
     if (point.errorCount > 0 || !(point.latency.p99 <= sloP99Ms)) continue;
     if (best === undefined || point.throughput > best.throughput) best = point;
   }

@@ -172,9 +172,9 @@ function pointKey(point: PointResult): string {
   const { server, load } = point;
   const level = load.kind === 'concurrency' ? [load.concurrency] : [load.rate, load.arrival];
   return JSON.stringify([
-    server.maxBatchSize,
-    server.maxQueueDelayUs,
-    server.instances,
+    server?.maxBatchSize,
+    server?.maxQueueDelayUs,
+    server?.instances,
     load.kind,
     ...level,
     point.clientBatch,

@@ -110,16 +110,21 @@ export class CallStatus {
   grpcStatus: string | undefined;
   httpStatus = 0;
   error: string | undefined;
+  /** The version that answered: the x-model-version metadata. */
+  version: string | undefined;
 
   reset(): void {
     this.grpcStatus = undefined;
     this.httpStatus = 0;
     this.error = undefined;
+    this.version = undefined;
   }
 
   read(headers: IncomingHttpHeaders): void {
     const grpcStatus = headers['grpc-status'];
     if (typeof grpcStatus === 'string') this.grpcStatus = grpcStatus;
+    const version = headers['x-model-version'];
+    if (typeof version === 'string') this.version = version;
     const httpStatus = headers[HTTP2_HEADER_STATUS];
     if (typeof httpStatus === 'number') this.httpStatus = httpStatus;
   }

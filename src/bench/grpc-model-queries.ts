@@ -4,7 +4,7 @@ import { ModelNotFoundError, UsageError } from '../core/errors.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
 import { inferenceProtocol } from '../protocol/grpc-messages.js';
 import { grpcClient, grpcStatusKind } from './grpc-channel.js';
-import { serverPointOf, type ModelQueries, type TritonBatchingConfig } from './model-queries.js';
+import { serverPointOf, someStatistics, type ModelQueries, type TritonBatchingConfig } from './model-queries.js';
 import type { ModelMetadata } from './payload.js';
 import type { ServerPoint } from './report-types.js';
 
@@ -37,13 +37,11 @@ export class GrpcModelQueries implements ModelQueries {
     return serverPointOf(answer.config);
   }
 
-  async stats(): Promise<ModelStatsJson> {
+  async stats(): Promise<readonly ModelStatsJson[]> {
     const answer = (await this.#call('ModelStatistics', 'ModelStatisticsResponse')) as {
       model_stats: ModelStatsJson[];
     };
-    const stats = answer.model_stats[0];
-    if (!stats) throw new UsageError(`the server has no statistics for ${this.model}`);
-    return stats;
+    return someStatistics(answer.model_stats, this.model);
   }
 
   close(): void {

@@ -78,8 +78,8 @@ class StreamSlot extends RequestSlot {
     this.stream.abandon();
   }
 
-  answered(outcome: Outcome): void {
-    this.settle(this, outcome);
+  answered(outcome: Outcome, servedVersion?: string): void {
+    this.settle(this, outcome, servedVersion);
   }
 }
 
@@ -146,7 +146,7 @@ class RequestStream {
     const slot = this.#pending.get(answer.id);
     if (!slot) return;
     this.#pending.delete(answer.id);
-    slot.answered(answer.failed ? 'error_message' : undefined);
+    slot.answered(answer.failed ? 'error_message' : undefined, answer.version);
   }
 
   #failPending(kind: string): void {
@@ -192,6 +192,8 @@ class MessageReader {
 // Field tags (number << 3 | wire type 2, length-delimited) of the inference protos.
 /** ModelInferRequest.id and ModelInferResponse.id. */
 const ID_TAG = (3 << 3) | 2;
+/** ModelInferResponse.model_version. */
+const MODEL_VERSION_TAG = (2 << 3) | 2;
 const ERROR_MESSAGE_TAG = (1 << 3) | 2;
 const INFER_RESPONSE_TAG = (2 << 3) | 2;
 
@@ -206,16 +208,19 @@ function withId(body: Uint8Array, id: string): Buffer {
 interface StreamAnswer {
   readonly failed: boolean;
   readonly id: string;
+  /** Empty on an answer that names none (a failed one may not). */
+  readonly version: string | undefined;
 }
 
 /**
- * A ModelStreamInferResponse's error_message (set or not) and its infer_response's id, read
- * without decoding the rest: the output tensors are skipped over, not copied.
+ * A ModelStreamInferResponse's error_message (set or not) and its infer_response's id and
+ * model_version, read without decoding the rest: the output tensors are skipped over, not copied.
  */
 function peekStreamAnswer(bytes: Uint8Array): StreamAnswer {
   const reader = protobuf.Reader.create(bytes);
   let failed = false;
   let id = '';
+  let version: string | undefined;
   while (reader.pos < reader.len) {
     const tag = reader.uint32();
     if (tag === ERROR_MESSAGE_TAG) {
@@ -227,9 +232,10 @@ function peekStreamAnswer(bytes: Uint8Array): StreamAnswer {
       while (reader.pos < end) {
         const field = reader.uint32();
         if (field === ID_TAG) id = reader.string();
+        else if (field === MODEL_VERSION_TAG) version = reader.string() || undefined;
         else reader.skipType(field & 7);
       }
     } else reader.skipType(tag & 7);
   }
-  return { failed, id };
+  return { failed, id, version };
 }

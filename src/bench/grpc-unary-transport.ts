@@ -52,7 +52,7 @@ class UnaryCallSlot extends RequestSlot {
   };
   readonly #onClose = (): void => {
     this.#stream = undefined;
-    this.settle(this, this.#status.outcome());
+    this.settle(this, this.#status.outcome(), this.#status.version);
   };
 
   constructor(

@@ -15,6 +15,9 @@ const CONNECTION_OPTIONS = { pipelining: 1, headersTimeout: 0, bodyTimeout: 0 } 
 /** The reason a timed-out request is aborted with; such a request is already counted. */
 const TIMED_OUT = new Error('the request timed out');
 
+/** The header a v2 server names the version that answered in (batchserve's; Triton puts it in the body only). */
+const VERSION_HEADER = Buffer.from('x-model-version');
+
 /**
  * HTTP through undici: a Client (one connection) per closed-loop slot, one Pool of
  * `connections` for the open loop.
@@ -66,6 +69,8 @@ export class HttpTransport implements LoadTransport {
  */
 class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
   #status = 0;
+  #version: string | undefined = undefined;
+  readonly #versionHeader = new VersionHeader();
   #abort: ((error?: Error) => void) | undefined = undefined;
   readonly #dispatcher: Dispatcher;
   readonly #options: Dispatcher.DispatchOptions;
@@ -78,6 +83,7 @@ class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
 
   send(): void {
     this.#status = 0;
+    this.#version = undefined;
     this.#abort = undefined;
     this.#dispatcher.dispatch(this.#options, this);
   }
@@ -92,8 +98,9 @@ class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
     else this.#abort = abort;
   }
 
-  onHeaders(statusCode: number): boolean {
+  onHeaders(statusCode: number, headers: Buffer[]): boolean {
     this.#status = statusCode;
+    this.#version = this.#versionHeader.read(headers);
     return true;
   }
 
@@ -102,12 +109,41 @@ class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    this.settle(this, this.#status >= 200 && this.#status < 300 ? undefined : String(this.#status));
+    this.settle(this, this.#status >= 200 && this.#status < 300 ? undefined : String(this.#status), this.#version);
   }
 
   onError(error: Error): void {
     this.settle(this, errorKind(error));
   }
+}
+
+/**
+ * X-Model-Version out of undici's raw headers. A slot's answers nearly always name the same
+ * version, so the text is made again only when the bytes change, not once per answer.
+ */
+class VersionHeader {
+  #bytes: Buffer | undefined;
+  #text: string | undefined;
+
+  read(headers: Buffer[]): string | undefined {
+    for (let i = 0; i + 1 < headers.length; i += 2) {
+      if (!isVersionHeader(headers[i] as Buffer)) continue;
+      const value = headers[i + 1] as Buffer;
+      if (this.#bytes === undefined || !value.equals(this.#bytes)) {
+        this.#bytes = Buffer.from(value);
+        this.#text = value.toString('latin1');
+      }
+      return this.#text;
+    }
+    return undefined;
+  }
+}
+
+/** Header names are case-insensitive; `| 0x20` lowers a letter and leaves `-` as it is. */
+function isVersionHeader(name: Buffer): boolean {
+  if (name.length !== VERSION_HEADER.length) return false;
+  for (let i = 0; i < name.length; i++) if (((name[i] as number) | 0x20) !== VERSION_HEADER[i]) return false;
+  return true;
 }
 
 function errorKind(error: Error): string {

@@ -4,7 +4,7 @@ import { GrpcStreamTransport } from './grpc-stream-transport.js';
 import { GrpcUnaryTransport } from './grpc-unary-transport.js';
 import { HttpTransport } from './http-transport.js';
 import type { LoadLevel, Protocol } from './report-types.js';
-import type { LoadTransport, Outcome, RequestSlot } from './request-slot.js';
+import type { LoadTransport, Outcome, RequestSlot, Settle } from './request-slot.js';
 
 /** One thread's share of a load level: plain data, so it can be handed to a worker thread. */
 export interface EngineSettings {
@@ -29,6 +29,8 @@ export interface WindowSample {
   readonly histogram: Histogram;
   readonly successes: number;
   readonly errors: Record<string, number>;
+  /** Successes by the model version their answers named; answers naming none are not in it. */
+  readonly versions: Record<string, number>;
 }
 
 /** The longest a timed-out request goes unnoticed: timeouts are swept, not timed one by one. */
@@ -48,6 +50,7 @@ export class LoadEngine {
   #histogram = newHistogram();
   #successes = 0;
   #errors: Record<string, number> = {};
+  #versions: Record<string, number> = {};
   #measuring = false;
   /** Measured requests counted so far, toward the budget. */
   #counted = 0;
@@ -72,7 +75,7 @@ export class LoadEngine {
 
   constructor(settings: EngineSettings) {
     this.#settings = settings;
-    this.#transport = transportFor(settings, (slot, outcome) => this.#settle(slot, outcome));
+    this.#transport = transportFor(settings, (slot, outcome, version) => this.#settle(slot, outcome, version));
     const { level } = settings;
     if (level.kind === 'concurrency') {
       for (let i = 0; i < level.concurrency; i++) this.#slots.push(this.#transport.ownSlot());
@@ -91,10 +94,16 @@ export class LoadEngine {
   }
 
   snapshot(): WindowSample {
-    const sample = { histogram: this.#histogram, successes: this.#successes, errors: this.#errors };
+    const sample = {
+      histogram: this.#histogram,
+      successes: this.#successes,
+      errors: this.#errors,
+      versions: this.#versions,
+    };
     this.#histogram = newHistogram();
     this.#successes = 0;
     this.#errors = {};
+    this.#versions = {};
     this.#measuring = true;
     this.#checkFinished();
     return sample;
@@ -140,7 +149,7 @@ export class LoadEngine {
   }
 
   /** The transport is done with the slot's request: count it (unless already timed out), reuse the slot. */
-  #settle(slot: RequestSlot, outcome: Outcome): void {
+  #settle(slot: RequestSlot, outcome: Outcome, version: string | undefined): void {
     if (!slot.busy) return;
     slot.busy = false;
     this.#inFlight -= 1;
@@ -148,6 +157,7 @@ export class LoadEngine {
     if (!slot.timedOut) {
       if (outcome === undefined) {
         this.#histogram.recordValue(Math.max(1, Math.round((performance.now() - slot.scheduledAt) * 1000)));
+        if (version !== undefined) this.#versions[version] = (this.#versions[version] ?? 0) + 1;
       }
       this.#count(outcome);
     }
@@ -188,7 +198,7 @@ export class LoadEngine {
   }
 }
 
-function transportFor(settings: EngineSettings, settle: (slot: RequestSlot, outcome: Outcome) => void): LoadTransport {
+function transportFor(settings: EngineSettings, settle: Settle): LoadTransport {
   switch (settings.protocol) {
     case 'grpc':
       return new GrpcUnaryTransport(settings, settle);

@@ -22,7 +22,8 @@ import type { LatencySummary, LoadLevel } from './report-types.js';
  *   stream, no error_message) go into the latency histogram; every other outcome is counted
  *   by kind (HTTP status, gRPC status name, "error_message", "connection", "timeout",
  *   "other") and has no latency. `throughput` and `rows` count successful requests;
- *   `requests` counts every completion.
+ *   `requests` counts every completion. Successes are also counted by the model version
+ *   their answers named, so the bench reads the statistics of the version that served.
  * - After the warm-up, each window gets its own histogram; the run stops when the last
  *   `minWindows` windows agree (see `isStable`), at `maxWindows`, or after `maxRequests`.
  *
@@ -68,8 +69,15 @@ export interface LoadResult {
   readonly latency: LatencySummary;
   readonly errors: Record<string, number>;
   readonly errorCount: number;
+  /**
+   * Successful requests by the model version their answers named (X-Model-Version, gRPC's
+   * x-model-version or a stream answer's model_version); undefined when none named one.
+   */
+  readonly versions?: Record<string, number>;
   readonly stable: boolean;
   readonly windows: number;
+  /** The windows `stable` was judged on, in order: every one but a last one cut short. */
+  readonly fullWindows: readonly WindowFigures[];
   /** Successful requests per second. */
   readonly throughput: number;
   readonly itemsPerSecond: number;
@@ -139,6 +147,7 @@ async function measure(engines: EngineHandle[], rowsPerRequest: number, options:
 
   const total = newHistogram();
   const errors: Record<string, number> = {};
+  const versions: Record<string, number> = {};
   const fullWindows: WindowFigures[] = [];
   let windows = 0;
   let successes = 0;
@@ -160,6 +169,8 @@ async function measure(engines: EngineHandle[], rowsPerRequest: number, options:
         errors[kind] = (errors[kind] ?? 0) + count;
         errorCount += count;
       }
+      for (const [version, count] of Object.entries(sample.versions))
+        versions[version] = (versions[version] ?? 0) + count;
     }
     total.add(histogram);
     successes += windowSuccesses;
@@ -179,8 +190,10 @@ async function measure(engines: EngineHandle[], rowsPerRequest: number, options:
     latency: summarize(total),
     errors,
     errorCount,
+    ...(Object.keys(versions).length > 0 ? { versions } : {}),
     stable: isStable(fullWindows, options.minWindows, options.stabilityPct),
     windows,
+    fullWindows,
     throughput: successes / durationSeconds,
     itemsPerSecond: (successes * rowsPerRequest) / durationSeconds,
   };
@@ -303,7 +316,13 @@ class LocalEngine implements EngineHandle {
 type ToWorker = { type: 'start' } | { type: 'snapshot' } | { type: 'stop' };
 type FromWorker =
   | { type: 'ready' }
-  | { type: 'sample'; histogram: string; successes: number; errors: Record<string, number> }
+  | {
+      type: 'sample';
+      histogram: string;
+      successes: number;
+      errors: Record<string, number>;
+      versions: Record<string, number>;
+    }
   | { type: 'finished' }
   | { type: 'stopped' };
 
@@ -356,6 +375,7 @@ class WorkerEngine implements EngineHandle {
       histogram: decodeFromCompressedBase64(message.histogram),
       successes: message.successes,
       errors: message.errors,
+      versions: message.versions,
     };
   }
 
@@ -389,6 +409,7 @@ function serveAsWorker(settings: EngineSettings): void {
         histogram: encodeIntoCompressedBase64(sample.histogram),
         successes: sample.successes,
         errors: sample.errors,
+        versions: sample.versions,
       });
     } else {
       void engine.stop().finally(() => {

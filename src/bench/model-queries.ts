@@ -10,8 +10,11 @@ export interface ModelQueries {
   metadata(): Promise<ModelMetadata>;
   /** The batching it runs with now. */
   config(): Promise<ServerPoint>;
-  /** Its KServe v2 statistics: model_stats of the version the server serves first. */
-  stats(): Promise<ModelStatsJson>;
+  /**
+   * Its KServe v2 statistics, one entry per loaded version: which one served a point is for
+   * the answers to say (served-version.ts), not the order of the list.
+   */
+  stats(): Promise<readonly ModelStatsJson[]>;
   close(): void;
 }
 
@@ -33,6 +36,12 @@ export async function getJson(url: string, init: { method?: 'GET' | 'PUT'; token
     );
   }
   return body;
+}
+
+/** The statistics entries of a model, or a UsageError when the server kept none. */
+export function someStatistics(entries: ModelStatsJson[], model: string): readonly ModelStatsJson[] {
+  if (entries.length === 0) throw new UsageError(`the server has no statistics for ${model}`);
+  return entries;
 }
 
 /** Triton's model configuration, in the fields that describe batching. */
@@ -69,11 +78,9 @@ export class RestModelQueries implements ModelQueries {
     return serverPointOf((await getJson(`${this.#modelUrl}/config`)) as TritonBatchingConfig);
   }
 
-  async stats(): Promise<ModelStatsJson> {
+  async stats(): Promise<readonly ModelStatsJson[]> {
     const body = (await getJson(`${this.#modelUrl}/stats`)) as { model_stats: ModelStatsJson[] };
-    const stats = body.model_stats[0];
-    if (!stats) throw new UsageError(`the server has no statistics for ${this.model}`);
-    return stats;
+    return someStatistics(body.model_stats, this.model);
   }
 
   close(): void {}

@@ -5,18 +5,22 @@
  */
 import type Table from 'cli-table3';
 import { predictedSpeedup } from './fit.js';
-import type { BatchCostFit, BenchReport, PointResult } from './report-types.js';
+import type { BenchReport, PointResult } from './report-types.js';
 import {
+  FIT_LABELS,
   POINT_ALIGN,
   POINT_COLUMNS,
   SPEEDUP_ALIGN,
   SPEEDUP_COLUMNS,
+  describePlan,
   describePoint,
   describeRecommendation,
   describeServer,
   fitSummary,
   formatCeiling,
+  noFitReason,
   pointCells,
+  speedupCaption,
   speedupCells,
 } from './report-table.js';
 
@@ -54,15 +58,16 @@ export function renderHtml(report: BenchReport): string {
 <h1>Bench: ${model}</h1>
 ${summaryHeader(report)}
 ${recommendationSection(report)}
+${planSection(report)}
 ${report.warnings.length === 0 ? '' : `<h2>Warnings</h2>\n${htmlList(report.warnings, 'warn')}`}
 <h2>Throughput and tail latency</h2>
 ${latencyChart(report.points)}
 <h2>Cost of a forward pass</h2>
-${batchCostChart(report.fit, report.inProcess)}
+${batchCostChart(report)}
 ${htmlList(fitSummary(report))}
 <h2>Speedup from batching</h2>
 ${speedupChart(report)}
-${report.speedup.length > 0 ? htmlTable(SPEEDUP_COLUMNS, report.speedup.map(speedupCells), SPEEDUP_ALIGN) : ''}
+${report.speedup.length > 0 ? `<p>${escapeHtml(speedupCaption(report))}</p>\n${htmlTable(SPEEDUP_COLUMNS, report.speedup.map(speedupCells), SPEEDUP_ALIGN)}` : ''}
 <h2>Results</h2>
 ${htmlTable(POINT_COLUMNS, report.points.map(pointCells), POINT_ALIGN)}
 </body>
@@ -74,6 +79,12 @@ function recommendationSection(report: BenchReport): string {
   const text = describeRecommendation(report);
   if (text === undefined || !report.recommendation) return '';
   return `<h2>Recommendation</h2>\n<p>${escapeHtml(text)}</p>\n<pre>${escapeHtml(report.recommendation.snippet)}</pre>`;
+}
+
+function planSection(report: BenchReport): string {
+  if (!report.plan) return '';
+  const { heading, lines } = describePlan(report.plan);
+  return `<h2>Capacity plan</h2>\n<p>${escapeHtml(heading)}</p>\n${htmlList(lines)}`;
 }
 
 function htmlList(items: readonly string[], className?: string): string {
@@ -161,7 +172,17 @@ function latencyChart(points: readonly PointResult[]): string {
     const tips = byKind
       .flat()
       .map((p) => `${describePoint(p)}: ${p.throughput.toFixed(1)} req/s, p99 ${p.latency.p99.toFixed(2)} ms`);
-    return { name, color: color(i), runs, line: true, dots: true, tips };
+    // Adaptive batching is a policy, not a delay: its line is dashed and named so.
+    const adaptive = group[0]?.server?.maxQueueDelayUs === 'auto';
+    return {
+      name: adaptive ? `${name} (adaptive)` : name,
+      color: color(i),
+      runs,
+      line: true,
+      dots: true,
+      dashed: adaptive,
+      tips,
+    };
   });
   const p99s = points.map((p) => p.latency.p99).filter((v) => v > 0);
   const logY = p99s.length > 0 && Math.max(...p99s) / Math.min(...p99s) > 20;
@@ -182,32 +203,43 @@ function loadLevel(point: PointResult): number {
   return point.load.kind === 'concurrency' ? point.load.concurrency : point.load.rate;
 }
 
-function batchCostChart(fit: BatchCostFit | undefined, inProcess: BatchCostFit | undefined): string {
+/** Both fits on one chart, each named: how far the served passes sit from the session's own. */
+function batchCostChart(report: BenchReport): string {
   const curves = [
-    { label: 'server', fit },
-    { label: 'in-process', fit: inProcess },
+    { label: FIT_LABELS.fit, fit: report.fit },
+    { label: FIT_LABELS.inProcess, fit: report.inProcess },
   ];
   const series = curves.flatMap(({ label, fit: f }, i): Series[] => {
     if (!f) return [];
     const maxB = Math.max(...f.samples.map((s) => s.batchSize));
     const samples = f.samples.map((s): XY => [s.batchSize, s.ms]);
     const tips = f.samples.map((s) => `${label}: B=${s.batchSize}, ${s.ms.toFixed(3)} ms over ${s.count} passes`);
-    return [
-      { name: `${label}: measured`, color: color(i), runs: [samples], line: false, dots: true, tips },
-      {
-        name: `${label}: c + m·B`,
-        color: color(i),
-        runs: [
-          [
-            [0, f.c],
-            [maxB, f.c + f.m * maxB],
-          ],
-        ],
-        line: true,
-        dots: false,
-        dashed: i > 0,
-      },
-    ];
+    const measured: Series = {
+      name: `${label}: measured`,
+      color: color(i),
+      runs: [samples],
+      line: false,
+      dots: true,
+      tips,
+    };
+    // A failed line is named, not drawn: with c < 0 it would leave the plot below zero.
+    const line: Series =
+      f.failure === undefined
+        ? {
+            name: `${label}: c + m·B`,
+            color: color(i),
+            runs: [
+              [
+                [0, f.c],
+                [maxB, f.c + f.m * maxB],
+              ],
+            ],
+            line: true,
+            dots: false,
+            dashed: i > 0,
+          }
+        : { name: `${label} failed: ${f.failure}`, color: color(i), runs: [], line: false, dots: false };
+    return [measured, line];
   });
   return svgChart({
     id: 'chart-batch-cost',
@@ -216,52 +248,56 @@ function batchCostChart(fit: BatchCostFit | undefined, inProcess: BatchCostFit |
     xLabel: 'batch size B (rows per forward pass)',
     yLabel: 'T(B) (ms)',
     series,
-    ...(series.length === 0 ? { empty: 'the server reported fewer than two batch sizes' } : {}),
+    ...(series.length === 0 ? { empty: noFitReason(report) } : {}),
   });
 }
 
+/**
+ * Measured speedups, and the prediction of one fit only: the one the speedup table uses
+ * (report.speedupFit), named in the legend, so the curve, the ceiling and the rings agree
+ * with the table beneath.
+ */
 function speedupChart(report: BenchReport): string {
-  const { fit, speedup } = report;
-  const measured = speedup.filter((r) => r.measured !== undefined).map((r): XY => [r.batchSize, r.measured ?? 0]);
-  const series: Series[] = [];
+  const { speedup, speedupFit } = report;
+  const fit = speedupFit && report[speedupFit];
+  const measured = speedup.flatMap((r): XY[] => (r.measured === undefined ? [] : [[r.batchSize, r.measured]]));
+  // Measured first: the legend entries after the fit's name are the fit's own.
+  const series: Series[] =
+    measured.length > 0 ? [{ name: 'measured', color: color(2), runs: [measured], line: true, dots: true }] : [];
   let reference: Chart['reference'];
-  if (fit && speedup.length > 0) {
-    const maxB = Math.max(...speedup.map((r) => r.batchSize));
-    const curve = Array.from({ length: 65 }, (_, i): XY => {
-      const b = 1 + ((maxB - 1) * i) / 64;
-      return [b, predictedSpeedup(fit, b)];
-    });
-    series.push({ name: 'predicted S(B)', color: color(0), runs: [curve], line: true, dots: false });
-    const bounds = speedup.map((r): XY => [r.batchSize, r.achievableBound]);
-    series.push({
-      name: 'achievable at the load',
-      color: color(3),
-      runs: [bounds],
-      line: false,
-      dots: true,
-      ring: true,
-    });
-    const highest = Math.max(...curve.map(([, y]) => y), ...measured.map(([, y]) => y));
-    // A ceiling far above the curves would squash them flat; it is then named, not drawn.
-    if (Number.isFinite(fit.ceiling) && fit.ceiling > 0 && fit.ceiling <= 3 * highest) {
-      reference = { name: `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`, y: fit.ceiling };
+  if (speedupFit && fit && speedup.length > 0) {
+    const label = FIT_LABELS[speedupFit];
+    const named = (name: string): Series => ({ name, color: '#888', runs: [], line: false, dots: false });
+    if (fit.ceiling === undefined) {
+      series.push(named(`${label} failed (${fit.failure ?? ''})`));
     } else {
-      series.push({
-        name: `ceiling ${formatCeiling(fit.ceiling)}, off the chart`,
-        color: '#888',
-        runs: [],
-        line: true,
-        dots: false,
-        dashed: true,
+      const maxB = Math.max(...speedup.map((r) => r.batchSize));
+      const curve = Array.from({ length: 65 }, (_, i): XY => {
+        const b = 1 + ((maxB - 1) * i) / 64;
+        return [b, predictedSpeedup(fit, b)];
       });
+      const bounds = speedup.flatMap((r): XY[] =>
+        r.achievableBound === undefined ? [] : [[r.batchSize, r.achievableBound]],
+      );
+      series.push(
+        named(`from the ${label}:`),
+        { name: 'predicted S(B)', color: color(0), runs: [curve], line: true, dots: false },
+        { name: 'achievable at the load', color: color(3), runs: [bounds], line: false, dots: true, ring: true },
+      );
+      const highest = Math.max(...curve.map(([, y]) => y), ...measured.map(([, y]) => y));
+      // A ceiling far above the curves would squash them flat; it is then named, not drawn.
+      if (fit.ceiling <= 3 * highest) {
+        reference = { name: `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`, y: fit.ceiling };
+      } else {
+        series.push({ ...named(`ceiling ${formatCeiling(fit.ceiling)}, off the chart`), line: true, dashed: true });
+      }
     }
-  }
-  if (measured.length > 0) {
-    series.push({ name: 'measured', color: color(2), runs: [measured], line: true, dots: true });
   }
   return svgChart({
     id: 'chart-speedup',
-    title: 'Speedup S(B) from batching: measured, predicted by the fit, and its ceiling',
+    title: speedupFit
+      ? `Speedup S(B) from batching: measured, and predicted by the ${FIT_LABELS[speedupFit]}`
+      : 'Speedup S(B) from batching, measured',
     description:
       'Measured is best throughput at max_batch_size B over best at B = 1; the dashed line is the most batching can give.',
     xLabel: 'max_batch_size B',

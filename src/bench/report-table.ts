@@ -6,9 +6,22 @@
 import type Table from 'cli-table3';
 import { createTable } from '../core/table.js';
 import { formatDelay } from './delay.js';
-import type { BatchCostFit, BenchReport, LoadLevel, PointResult, ServerPoint, SpeedupRow } from './report-types.js';
+import { instabilityReason } from './stability.js';
+import type {
+  BatchCostFit,
+  BenchReport,
+  CapacityPlan,
+  FitFailure,
+  LoadLevel,
+  PointResult,
+  ServerPoint,
+  SpeedupFit,
+  SpeedupRow,
+} from './report-types.js';
 
-export function describeServer(server: ServerPoint): string {
+/** "B=16 d=2ms i=1"; "—" for a plain HTTP server (http-json), whose settings bench cannot see. */
+export function describeServer(server: ServerPoint | undefined): string {
+  if (!server) return '—';
   return `B=${server.maxBatchSize} d=${formatDelay(server.maxQueueDelayUs)} i=${server.instances}`;
 }
 
@@ -17,7 +30,8 @@ export function describeLoad(load: LoadLevel): string {
 }
 
 export function describePoint(point: PointResult): string {
-  return `${describeServer(point.server)}, ${describeLoad(point.load)}`;
+  const load = describeLoad(point.load);
+  return point.server ? `${describeServer(point.server)}, ${load}` : load;
 }
 
 /** "503×3, connection×1", most frequent first; "—" when there were none. */
@@ -75,7 +89,7 @@ export function pointCells(point: PointResult): string[] {
     serverSide ? serverSide.averageBatch.toFixed(2) : '—',
     serverSide ? ms(serverSide.queueMsPerRequest) : '—',
     serverSide ? ms(serverSide.computeMsPerRequest) : '—',
-    point.stable ? '✓' : '✗',
+    point.stable ? '✓' : point.variation ? `✗ ${instabilityReason(point.variation)}` : '✗',
   ];
 }
 
@@ -83,42 +97,67 @@ export const SPEEDUP_COLUMNS = ['B', 'predicted', 'achievable bound', 'measured'
 export const SPEEDUP_ALIGN: readonly Table.HorizontalAlignment[] = ['right', 'right', 'right', 'right'];
 
 export function speedupCells(row: SpeedupRow): string[] {
-  const times = (value: number): string => `${value.toFixed(2)}×`;
-  return [
-    String(row.batchSize),
-    times(row.predicted),
-    times(row.achievableBound),
-    row.measured === undefined ? '—' : times(row.measured),
-  ];
+  const times = (value: number | undefined): string => (value === undefined ? '—' : `${value.toFixed(2)}×`);
+  return [String(row.batchSize), times(row.predicted), times(row.achievableBound), times(row.measured)];
 }
 
 export function formatCeiling(ceiling: number): string {
-  return Number.isFinite(ceiling) ? `${ceiling.toFixed(2)}×` : '∞';
+  return `${ceiling.toFixed(2)}×`;
+}
+
+/** The names the reports give the two fits, so a chart or table says which one it shows. */
+export const FIT_LABELS: Readonly<Record<SpeedupFit, string>> = { fit: 'server fit', inProcess: 'in-process fit' };
+
+/** What stands where the ceiling would: 1 + c/m, or why a failed fit has none. */
+export function describeCeiling(fit: BatchCostFit): string {
+  return fit.ceiling === undefined
+    ? `fit failed: ${fit.failure ?? 'no ceiling'}`
+    : `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`;
 }
 
 function describeFit(fit: BatchCostFit): string {
   const ms = (value: number): string => `${Number(value.toPrecision(3))} ms`;
-  return (
-    `T(B) = c + m·B: c = ${ms(fit.c)}, m = ${ms(fit.m)}, R² = ${fit.r2.toFixed(3)}, ` +
-    `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`
-  );
+  return `T(B) = c + m·B: c = ${ms(fit.c)}, m = ${ms(fit.m)}, R² = ${fit.r2.toFixed(3)}, ${describeCeiling(fit)}`;
 }
 
-function poorFitNote(fit: BatchCostFit, source: string): string | undefined {
+const FAILURES: Readonly<Record<FitFailure, string>> = {
+  'c < 0': 'a forward pass cannot cost less than nothing',
+  'm ≤ 0': 'the time per pass does not grow with batch size',
+};
+
+function fitNote(fit: BatchCostFit, source: string): string | undefined {
+  if (fit.failure !== undefined) {
+    return `fit failed (${source}): ${fit.failure}, ${FAILURES[fit.failure]}; it gives no ceiling and no predicted speedup`;
+  }
   if (!fit.poorFit) return undefined;
-  if (fit.m <= 0) return `poor fit (${source}): time per pass does not grow with batch size, so c/m means nothing`;
   return `poor fit (${source}): R² ${fit.r2.toFixed(3)} < 0.9, the straight line explains the timings poorly`;
+}
+
+/** Why the report has no server fit. */
+export function noFitReason(report: BenchReport): string {
+  return report.target.protocol === 'http-json'
+    ? 'a plain HTTP server (--protocol http-json) reports no batch statistics, so T(B) cannot be fitted'
+    : 'the server reported fewer than two batch sizes';
+}
+
+/** Which fit the speedup table's predictions come from, for the line above it. */
+export function speedupCaption(report: BenchReport): string {
+  const source = report.speedupFit;
+  const fit = source && report[source];
+  if (!source || !fit) return 'S(B): measured only, no fit';
+  if (fit.failure !== undefined) return `S(B): measured only, the ${FIT_LABELS[source]} failed (${fit.failure})`;
+  return `S(B) predicted by the ${FIT_LABELS[source]}`;
 }
 
 /** The c/m lines every format shows under the results. */
 export function fitSummary(report: BenchReport): string[] {
   const lines: string[] = [];
   if (report.fit) lines.push(`server: ${describeFit(report.fit)}`);
-  else lines.push('server: no fit, the server reported fewer than two batch sizes');
+  else lines.push(`server: no fit, ${noFitReason(report)}`);
   if (report.inProcess) lines.push(`in-process: ${describeFit(report.inProcess)}`);
   const notes = [
-    report.fit && poorFitNote(report.fit, 'server'),
-    report.inProcess && poorFitNote(report.inProcess, 'in-process'),
+    report.fit && fitNote(report.fit, 'server'),
+    report.inProcess && fitNote(report.inProcess, 'in-process'),
   ];
   return [...lines, ...notes.filter((note): note is string => note !== undefined)];
 }
@@ -133,11 +172,35 @@ export function describeRecommendation(report: BenchReport): string | undefined 
   );
 }
 
+/** `--plan`'s answer: a heading and its lines, the same in every format. */
+export function describePlan(plan: CapacityPlan): { heading: string; lines: string[] } {
+  const { point, replicaRate: rate } = plan;
+  const rates = (value: number): string => `${round(value, 2)} req/s`;
+  const searches = plan.searches.map(({ server, sustainedRate, probes }) => {
+    const tried = probes.map((probe) => `${round(probe.rate, 2)}${probe.sustained ? '✓' : '✗'}`).join(' ');
+    const found = sustainedRate === null ? 'sustained no rate' : `sustained ${rates(sustainedRate)}`;
+    return `${describeServer(server)} ${found}${tried === '' ? '' : ` (probes: ${tried})`}`;
+  });
+  return {
+    heading: `capacity plan for ${rates(plan.targetRate)} at p99 ≤ ${round(plan.sloP99Ms, 2)} ms`,
+    lines: [
+      `one replica sustains ${rates(rate)} at ${describeServer(point.server)} ` +
+        `(served ${point.throughput.toFixed(1)} req/s, p99 ${point.latency.p99.toFixed(2)} ms)`,
+      `replicas: ceil(${round(plan.targetRate, 2)} / ${round(rate, 2)}) = ${plan.replicas}`,
+      `autoscaler: --target-queue-depth ${plan.targetQueueDepth} (the KEDA threshold on sum(batchserve_pending_rows)); ` +
+        `one replica holds ${plan.pendingRows.toFixed(1)} rows queued or running at ${rates(rate)}`,
+      ...searches.map((search) => `rate search: ${search}`),
+    ],
+  };
+}
+
 export function describeTarget(report: BenchReport): string {
   const { target, environment: env } = report;
   const where = target.url ?? target.archive;
+  // An http-json run without --model is named by its URL alone.
+  const at = where === undefined || where === target.model ? '' : ` at ${where}`;
   return (
-    `${target.model}${where === undefined ? '' : ` at ${where}`} (${target.protocol}), ${report.createdAt}; ` +
+    `${target.model}${at} (${target.protocol}), ${report.createdAt}; ` +
     `batchserve ${env.batchserve}, Node ${env.node}, onnxruntime ${env.onnxruntime}, ` +
     `${env.cpus} × ${env.cpuModel}, ${env.platform}`
   );
@@ -158,11 +221,15 @@ export function renderTable(report: BenchReport): string {
   if (report.speedup.length > 0) {
     const speedup = layout(createTable([...SPEEDUP_COLUMNS]), SPEEDUP_ALIGN);
     for (const row of report.speedup) speedup.push(speedupCells(row));
-    sections.push(speedup.toString());
+    sections.push(`${speedupCaption(report)}:\n${speedup.toString()}`);
   }
   const recommendation = describeRecommendation(report);
   if (recommendation !== undefined && report.recommendation) {
     sections.push(`${recommendation}:\n${indent(report.recommendation.snippet)}`);
+  }
+  if (report.plan) {
+    const { heading, lines } = describePlan(report.plan);
+    sections.push(`${heading}:\n${indent(lines.join('\n'))}`);
   }
   if (report.warnings.length > 0) sections.push(report.warnings.map((w) => `warning: ${w}`).join('\n'));
   return `${sections.join('\n\n')}\n`;
@@ -186,11 +253,17 @@ export function renderMarkdown(report: BenchReport): string {
       .join('\n'),
   ];
   if (report.speedup.length > 0) {
-    sections.push(markdownTable(SPEEDUP_COLUMNS, report.speedup.map(speedupCells), SPEEDUP_ALIGN));
+    sections.push(
+      `${markdownText(speedupCaption(report))}:\n\n${markdownTable(SPEEDUP_COLUMNS, report.speedup.map(speedupCells), SPEEDUP_ALIGN)}`,
+    );
   }
   const recommendation = describeRecommendation(report);
   if (recommendation !== undefined && report.recommendation) {
     sections.push(`${markdownText(recommendation)}:\n\n\`\`\`yaml\n${report.recommendation.snippet}\`\`\``);
+  }
+  if (report.plan) {
+    const { heading, lines } = describePlan(report.plan);
+    sections.push([`**${markdownText(heading)}**`, '', ...lines.map((line) => `- ${markdownText(line)}`)].join('\n'));
   }
   if (report.warnings.length > 0) {
     sections.push(['**Warnings**', '', ...report.warnings.map((w) => `- ${markdownText(w)}`)].join('\n'));
@@ -248,19 +321,22 @@ export function renderCsv(report: BenchReport): string {
     ...errorKinds.map((kind) => `errors_${kind}`),
     'stable',
     'windows',
+    'throughput_variation_pct',
+    'p99_variation_pct',
     'server_requests',
     'server_inferences',
     'server_executions',
     'server_average_batch',
     'server_queue_ms',
     'server_compute_ms',
+    'server_version',
   ];
   const rows = report.points.map((p) => {
     const { load, latency: l, serverSide: s } = p;
     return [
-      p.server.maxBatchSize,
-      p.server.maxQueueDelayUs,
-      p.server.instances,
+      p.server?.maxBatchSize,
+      p.server?.maxQueueDelayUs,
+      p.server?.instances,
       load.kind,
       load.kind === 'concurrency' ? load.concurrency : undefined,
       load.kind === 'rate' ? load.rate : undefined,
@@ -281,12 +357,15 @@ export function renderCsv(report: BenchReport): string {
       ...errorKinds.map((kind) => p.errors[kind] ?? 0),
       p.stable,
       p.windows,
+      p.variation?.throughputPct,
+      p.variation?.p99Pct,
       s?.requests,
       s?.inferences,
       s?.executions,
       s?.averageBatch,
       s?.queueMsPerRequest,
       s?.computeMsPerRequest,
+      s?.version,
     ];
   });
   return [head, ...rows].map((row) => `${row.map(csvField).join(',')}\r\n`).join('');

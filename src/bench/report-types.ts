@@ -4,8 +4,11 @@
  * Times are milliseconds unless a name says otherwise.
  */
 
-/** REST: v2 binary or JSON tensors, TorchServe bodies. gRPC: unary ModelInfer, or ModelStreamInfer. */
-export type Protocol = 'v2-binary' | 'v2-json' | 'torchserve' | 'grpc' | 'grpc-stream';
+/**
+ * REST: v2 binary or JSON tensors, TorchServe bodies. gRPC: unary ModelInfer, or
+ * ModelStreamInfer. http-json: a file POSTed as it is to any URL (a server that is not v2).
+ */
+export type Protocol = 'v2-binary' | 'v2-json' | 'torchserve' | 'grpc' | 'grpc-stream' | 'http-json';
 export type Arrival = 'poisson' | 'constant';
 
 /** Closed loop: a fixed number of requests in flight. Open loop: a fixed arrival rate. */
@@ -40,10 +43,13 @@ export interface ServerSideFigures {
   readonly averageBatch: number;
   readonly queueMsPerRequest: number;
   readonly computeMsPerRequest: number;
+  /** The model version whose statistics these are: the one that answered most of the point's requests. */
+  readonly version?: string;
 }
 
 export interface PointResult {
-  readonly server: ServerPoint;
+  /** Absent for `--protocol http-json`: bench cannot see a plain HTTP server's settings. */
+  readonly server?: ServerPoint;
   readonly load: LoadLevel;
   /** Rows each request carried (`--client-batch`). */
   readonly clientBatch: number;
@@ -62,27 +68,60 @@ export interface PointResult {
   /** Whether the last windows agreed within the stability rule. */
   readonly stable: boolean;
   readonly windows: number;
+  /** What `stable` was judged on: how far the last windows strayed from their mean. */
+  readonly variation?: WindowVariation;
   readonly serverSide?: ServerSideFigures;
+  /**
+   * Successful answers per model version they named (X-Model-Version, or gRPC's
+   * x-model-version / model_version); absent when no answer named one.
+   */
+  readonly versions?: Readonly<Record<string, number>>;
 }
+
+/**
+ * The stability rule's evidence: over the last `compared` full windows, the largest distance
+ * of a window's throughput and of its p99 from their mean, in % of the mean.
+ */
+export interface WindowVariation {
+  /** Full windows compared: the rule's count, or fewer when the run ended first. */
+  readonly compared: number;
+  /** Windows the rule wants (3). */
+  readonly required: number;
+  /** `--stability`: the most either figure may stray, %. */
+  readonly limitPct: number;
+  readonly throughputPct: number;
+  readonly p99Pct: number;
+}
+
+/**
+ * Why a fitted line cannot describe batching, whatever its R²: a pass cannot cost less than
+ * nothing (c < 0), and a time per pass that does not grow with B (m ≤ 0) has no 1 + c/m.
+ */
+export type FitFailure = 'c < 0' | 'm ≤ 0';
 
 /** T(B) = c + m·B fitted by least squares over per-batch-size mean forward-pass times. */
 export interface BatchCostFit {
   readonly c: number;
   readonly m: number;
   readonly r2: number;
-  /** The most batching can speed things up: 1 + c/m. */
-  readonly ceiling: number;
+  /** The most batching can speed things up: 1 + c/m; absent when the fit failed. */
+  readonly ceiling?: number;
+  /** A failed fit: no ceiling and no predicted speedup come from it. */
+  readonly failure?: FitFailure;
   /** R² below 0.9: the linear model explains the timings poorly. */
   readonly poorFit: boolean;
   readonly samples: readonly { readonly batchSize: number; readonly ms: number; readonly count: number }[];
 }
 
+/** Which of the report's fits predicts its speedups: `fit` (the server's) or `inProcess`. */
+export type SpeedupFit = 'fit' | 'inProcess';
+
 export interface SpeedupRow {
   readonly batchSize: number;
-  /** S(B) = B(c+m)/(c+Bm) from the fit. */
-  readonly predicted: number;
-  /** S at the fullest batch the load could form (concurrency × client batch ÷ instances). */
-  readonly achievableBound: number;
+  /** S(B) = B(c+m)/(c+Bm) from the fit; absent when the fit failed. */
+  readonly predicted?: number;
+  /** S at the fullest batch the load could form (concurrency × client batch ÷ instances); absent when the fit failed. */
+  readonly achievableBound?: number;
   /** Best throughput at this max_batch_size ÷ best at max_batch_size 1; absent without a B=1 point. */
   readonly measured?: number;
 }
@@ -92,6 +131,35 @@ export interface Recommendation {
   readonly point: PointResult;
   /** To paste into model-config.yaml. */
   readonly snippet: string;
+}
+
+/**
+ * `--plan`: how many replicas carry `targetRate` inside the p99 budget, from the highest
+ * open-loop rate one replica sustained, and the queue depth to give the autoscaler.
+ */
+export interface CapacityPlan {
+  /** Requests per second to serve in all. */
+  readonly targetRate: number;
+  readonly sloP99Ms: number;
+  /** The open-loop point at the highest rate one replica sustained (plan.ts `sustains`). */
+  readonly point: PointResult;
+  /** Its offered rate, requests per second. */
+  readonly replicaRate: number;
+  /** Rows queued or running on the replica there (Little's law on its statistics). */
+  readonly pendingRows: number;
+  /** ceil(targetRate / replicaRate). */
+  readonly replicas: number;
+  /** For `deploy --target-queue-depth`: the KEDA threshold on sum(batchserve_pending_rows). */
+  readonly targetQueueDepth: number;
+  /** Each configuration's rate search: the highest rate it sustained (null: none) over its probes. */
+  readonly searches: readonly RateSearchResult[];
+}
+
+export interface RateSearchResult {
+  readonly server: ServerPoint;
+  readonly sustainedRate: number | null;
+  /** Rates tried, in order, with whether each was sustained. */
+  readonly probes: readonly { readonly rate: number; readonly sustained: boolean }[];
 }
 
 export interface BenchReport {
@@ -116,8 +184,11 @@ export interface BenchReport {
   readonly fit?: BatchCostFit;
   /** `--in-process`: the curve straight on the session, no HTTP. */
   readonly inProcess?: BatchCostFit;
+  /** The fit the speedup rows' predictions come from. */
+  readonly speedupFit?: SpeedupFit;
   readonly speedup: readonly SpeedupRow[];
   readonly recommendation?: Recommendation;
+  readonly plan?: CapacityPlan;
   /** Loud notes: errors, unstable points, a poor fit. */
   readonly warnings: readonly string[];
 }

@@ -1,8 +1,10 @@
 import { cpus, platform, arch } from 'node:os';
 import ort from 'onnxruntime-node';
 import { BATCHSERVE_VERSION } from '../version.js';
-import { fitBatchCost, recommend, speedupTable } from './fit.js';
-import type { BatchCostFit, BenchReport, PointResult } from './report-types.js';
+import { fitBatchCost, recommend, speedupFitOf, speedupTable } from './fit.js';
+import { planCapacity, type PlanTarget } from './plan.js';
+import type { BatchCostFit, BenchReport, PointResult, RateSearchResult } from './report-types.js';
+import { versionSplitWarning } from './served-version.js';
 import type { BatchTimeSample } from './sweep.js';
 
 export interface ReportInputs {
@@ -12,14 +14,18 @@ export interface ReportInputs {
   readonly serverSamples: readonly BatchTimeSample[];
   readonly inProcessSamples?: readonly BatchTimeSample[];
   readonly sloP99Ms?: number;
+  /** `--plan`: the rate to serve, the budget, and the sweep's rate searches. */
+  readonly plan?: PlanTarget & { readonly searches: readonly RateSearchResult[] };
 }
 
 /** Puts the measured points together with the batching model that explains them. */
 export function buildReport(inputs: ReportInputs): BenchReport {
   const fit = inputs.serverSamples.length >= 2 ? fitBatchCost([...inputs.serverSamples]) : undefined;
   const inProcess = inputs.inProcessSamples ? fitBatchCost([...inputs.inProcessSamples]) : undefined;
-  const model = inProcess ?? fit;
+  const speedupFit = speedupFitOf({ fit, inProcess });
+  const model = speedupFit === 'fit' ? fit : inProcess;
   const recommendation = inputs.sloP99Ms === undefined ? undefined : recommend([...inputs.points], inputs.sloP99Ms);
+  const plan = inputs.plan ? planCapacity(inputs.points, inputs.plan.searches, inputs.plan) : undefined;
   return {
     schemaVersion: 1,
     createdAt: new Date().toISOString(),
@@ -35,14 +41,21 @@ export function buildReport(inputs: ReportInputs): BenchReport {
     points: inputs.points,
     ...(fit ? { fit } : {}),
     ...(inProcess ? { inProcess } : {}),
+    ...(speedupFit ? { speedupFit } : {}),
     speedup: model && inputs.points.length > 0 ? speedupTable(model, [...inputs.points]) : [],
     ...(recommendation ? { recommendation } : {}),
-    warnings: warningsFor(inputs, fit, recommendation === undefined),
+    ...(plan ? { plan } : {}),
+    warnings: warningsFor(inputs, fit, recommendation === undefined, plan === undefined),
   };
 }
 
 /** Poor fits are flagged on the fits themselves (`poorFit`) and in the table's summary. */
-function warningsFor(inputs: ReportInputs, fit: BatchCostFit | undefined, noRecommendation: boolean): string[] {
+function warningsFor(
+  inputs: ReportInputs,
+  fit: BatchCostFit | undefined,
+  noRecommendation: boolean,
+  noPlan: boolean,
+): string[] {
   const warnings: string[] = [];
   const failed = inputs.points.filter((point) => point.errorCount > 0);
   if (failed.length > 0) {
@@ -51,13 +64,34 @@ function warningsFor(inputs: ReportInputs, fit: BatchCostFit | undefined, noReco
       `THE SERVER RETURNED ERRORS: ${total} failed requests in ${failed.length} of ${inputs.points.length} points`,
     );
   }
-  const unstable = inputs.points.filter((point) => !point.stable).length;
-  if (unstable > 0) warnings.push(`${unstable} point(s) did not stabilize within the window limit; their figures vary`);
-  if (!fit && inputs.points.length > 0) {
+  const unstable = inputs.points.filter((point) => !point.stable);
+  if (unstable.length > 0) warnings.push(unstableWarning(unstable));
+  const split = versionSplitWarning(inputs.points);
+  if (split !== undefined) warnings.push(split);
+  // A plain HTTP server keeps no statistics at all; the fit summary says so instead.
+  if (!fit && inputs.points.length > 0 && inputs.target.protocol !== 'http-json') {
     warnings.push('the server formed fewer than two batch sizes, so c and m could not be fitted from its statistics');
   }
   if (inputs.sloP99Ms !== undefined && noRecommendation) {
     warnings.push(`no configuration met p99 ≤ ${inputs.sloP99Ms} ms without errors`);
   }
+  if (inputs.plan && noPlan) {
+    warnings.push(
+      `no capacity plan: no open-loop rate was served in full with p99 ≤ ${inputs.plan.sloP99Ms} ms and no errors`,
+    );
+  }
   return warnings;
+}
+
+/** Says what the stable column's reasons mean and what to change, once for all such points. */
+function unstableWarning(unstable: readonly PointResult[]): string {
+  const rule = unstable.find((point) => point.variation)?.variation;
+  const what = rule
+    ? `their throughput or p99 strayed more than ±${rule.limitPct}% from the mean of the last ${rule.required} windows ` +
+      '(the stable column says which, and by how much)'
+    : 'their last windows disagreed';
+  return (
+    `${unstable.length} point(s) did not stabilize before --duration ran out: ${what}; ` +
+    'their figures vary from run to run. A longer --window (more requests per p99) or --duration steadies them'
+  );
 }

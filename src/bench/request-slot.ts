@@ -5,8 +5,11 @@
  */
 export type Outcome = string | undefined;
 
-/** The load engine's side of a slot: told once per request, however it ends. */
-export type Settle = (slot: RequestSlot, outcome: Outcome) => void;
+/**
+ * The load engine's side of a slot: told once per request, however it ends, with the model
+ * version the answer named when it named one (so the bench reads that version's statistics).
+ */
+export type Settle = (slot: RequestSlot, outcome: Outcome, servedVersion?: string) => void;
 
 /**
  * One request in flight at a time, reused for the next: the engine's bookkeeping here, and

@@ -1,22 +1,47 @@
+import { performance } from 'node:perf_hooks';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
-import type { LoadOptions } from './load-generator.js';
+import type { LoadOptions, WindowFigures } from './load-generator.js';
 import { runLoad } from './load-generator.js';
 import { payloadFromFile, randomPayload, type RequestPayload } from './payload.js';
-import type { LoadLevel, PointResult, Protocol, ServerPoint, ServerSideFigures } from './report-types.js';
+import { SERVED_SHARE, sustains } from './plan.js';
+import { roundRate, searchSustainedRate, highestSustained, type RateProbe } from './rate-search.js';
+import type {
+  Arrival,
+  LoadLevel,
+  PointResult,
+  Protocol,
+  RateSearchResult,
+  ServerPoint,
+  ServerSideFigures,
+} from './report-types.js';
 import { samplesFromStats } from './fit.js';
+import { servedStats } from './served-version.js';
+import { windowVariation } from './stability.js';
 import type { BenchTarget } from './targets.js';
 
 export interface SweepOptions {
   /** Each undefined axis keeps the server's current value. */
   readonly batchSizes?: readonly number[];
-  readonly delaysUs?: readonly number[];
+  /** max_queue_delay values: µs, or `auto` (adaptive batching). */
+  readonly delays?: readonly (number | 'auto')[];
   readonly instances?: readonly number[];
   readonly levels: readonly LoadLevel[];
   readonly load: Omit<LoadOptions, 'level' | 'onWindow' | 'onMeasureStart'>;
   readonly protocol: Protocol;
   readonly clientBatch: number;
   readonly inputFile?: string;
+  /** `--plan`: after its levels, search each configuration for the highest rate it sustains. */
+  readonly plan?: PlanSearch;
   readonly onProgress?: (progress: SweepProgress) => void;
+}
+
+export interface PlanSearch {
+  /** Where a configuration's search starts when none of its levels brackets the answer. */
+  readonly targetRate: number;
+  readonly sloP99Ms: number;
+  readonly arrival: Arrival;
+  readonly maxProbes: number;
+  readonly resolution: number;
 }
 
 export interface SweepProgress {
@@ -24,6 +49,8 @@ export interface SweepProgress {
   readonly level: LoadLevel;
   readonly pointIndex: number;
   readonly pointCount: number;
+  /** Set while `--plan` searches rates: the probe's number, 1-based, and the most there may be. */
+  readonly probe?: { readonly index: number; readonly max: number };
   readonly throughput?: number;
   readonly p99Ms?: number;
 }
@@ -35,6 +62,7 @@ export interface BatchTimeSample {
 }
 
 export interface SweepResult {
+  /** The levels of every configuration, then (with `plan`) its search probes. */
   readonly points: PointResult[];
   /**
    * Forward-pass time per batch size from the server's statistics: the lowest per-point mean,
@@ -43,9 +71,13 @@ export interface SweepResult {
    * point is the best estimate of what a batch costs.
    */
   readonly samples: BatchTimeSample[];
+  /** With `plan`: each configuration's rate search. */
+  readonly searches: RateSearchResult[];
 }
 
 const MIN_EXECUTIONS = 10;
+/** The load generator's rule: a window cut short to under this share of its length is not compared. */
+const FULL_WINDOW = 0.9;
 
 /**
  * Runs every load level at every server point of the cross product batch sizes × delays ×
@@ -57,53 +89,118 @@ export async function runSweep(target: BenchTarget, options: SweepOptions): Prom
   const serverPoints: ServerPoint[] = [];
   for (const instances of options.instances ?? [current.instances]) {
     for (const maxBatchSize of options.batchSizes ?? [current.maxBatchSize]) {
-      for (const maxQueueDelayUs of options.delaysUs ?? [current.maxQueueDelayUs]) {
+      for (const maxQueueDelayUs of options.delays ?? [current.maxQueueDelayUs]) {
         serverPoints.push({ maxBatchSize, maxQueueDelayUs, instances });
       }
     }
   }
   const pointCount = serverPoints.length * options.levels.length;
   const points: PointResult[] = [];
+  const searches: RateSearchResult[] = [];
   const fastest = new Map<number, BatchTimeSample>();
   for (const server of serverPoints) {
     await target.apply(server);
     const payload = await buildPayload(target, options);
-    for (const level of options.levels) {
-      const progress = { server, level, pointIndex: points.length, pointCount };
-      options.onProgress?.(progress);
-      // Read after the warm-up, so the server-side figures exclude it like the client's do.
-      let before = await target.stats();
-      const result = await runLoad(target.inferenceUrl, payload, {
-        ...options.load,
-        level,
-        onMeasureStart: async () => {
-          before = await target.stats();
-        },
-        onWindow: ({ throughput, p99Ms }) => options.onProgress?.({ ...progress, throughput, p99Ms }),
-      });
-      const after = await target.stats();
-      for (const sample of samplesFromStats(before, after)) {
+    const measure = async (level: LoadLevel, probe?: SweepProgress['probe']): Promise<PointResult> => {
+      const progress = { server, level, pointIndex: points.length, pointCount, ...(probe ? { probe } : {}) };
+      const { point, samples } = await measurePoint(target, payload, server, level, options, progress);
+      for (const sample of samples) {
         const best = fastest.get(sample.batchSize);
         if (sample.count >= MIN_EXECUTIONS && (!best || sample.ms < best.ms)) fastest.set(sample.batchSize, sample);
       }
-      points.push({
-        server,
-        load: level,
-        clientBatch: options.clientBatch,
-        durationSeconds: result.durationSeconds,
-        requests: result.requests,
-        throughput: result.throughput,
-        itemsPerSecond: result.itemsPerSecond,
-        latency: result.latency,
-        errors: result.errors,
-        errorCount: result.errorCount,
-        stable: result.stable,
-        windows: result.windows,
-        serverSide: serverSideFigures(before, after),
-      });
-    }
+      points.push(point);
+      return point;
+    };
+    const measured: PointResult[] = [];
+    for (const level of options.levels) measured.push(await measure(level));
+    if (options.plan) searches.push(await searchRates(server, measured, options.plan, measure));
   }
-  return { points, samples: [...fastest.values()].sort((a, b) => a.batchSize - b.batchSize) };
+  return { points, samples: [...fastest.values()].sort((a, b) => a.batchSize - b.batchSize), searches };
+}
+
+/**
+ * One configuration's rate search. It starts at the best closed-loop throughput the
+ * configuration reached (about its capacity), else at the target rate; its own open-loop
+ * levels count as probes already made.
+ */
+async function searchRates(
+  server: ServerPoint,
+  measured: readonly PointResult[],
+  plan: PlanSearch,
+  measure: (level: LoadLevel, probe: SweepProgress['probe']) => Promise<PointResult>,
+): Promise<RateSearchResult> {
+  const asProbe = (point: PointResult): RateProbe => ({
+    rate: point.load.kind === 'rate' ? point.load.rate : 0,
+    sustained: sustains(point, plan.sloP99Ms),
+    throughput: point.throughput,
+  });
+  const known = measured.filter((point) => point.load.kind === 'rate').map(asProbe);
+  const closedLoop = measured.filter((point) => point.load.kind === 'concurrency' && point.errorCount === 0);
+  const startRate =
+    closedLoop.length > 0 ? roundRate(Math.max(...closedLoop.map((point) => point.throughput))) : plan.targetRate;
+  let index = 0;
+  const probes = await searchSustainedRate(
+    async (rate) => {
+      index += 1;
+      const level: LoadLevel = { kind: 'rate', rate, arrival: plan.arrival };
+      return asProbe(await measure(level, { index, max: plan.maxProbes }));
+    },
+    { startRate, known, maxProbes: plan.maxProbes, resolution: plan.resolution, servedShare: SERVED_SHARE },
+  );
+  return {
+    server,
+    sustainedRate: highestSustained([...known, ...probes])?.rate ?? null,
+    probes: probes.map(({ rate, sustained }) => ({ rate, sustained })),
+  };
+}
+
+async function measurePoint(
+  target: BenchTarget,
+  payload: RequestPayload,
+  server: ServerPoint,
+  level: LoadLevel,
+  options: SweepOptions,
+  progress: SweepProgress,
+): Promise<{ point: PointResult; samples: BatchTimeSample[] }> {
+  options.onProgress?.(progress);
+  // Read after the warm-up, so the server-side figures exclude it like the client's do.
+  let before = await target.stats();
+  // The windows the stability rule compares, to say by how much they disagreed.
+  const fullWindows: WindowFigures[] = [];
+  let windowStart = performance.now();
+  const result = await runLoad(target.inferenceUrl, payload, {
+    ...options.load,
+    level,
+    onMeasureStart: async () => {
+      before = await target.stats();
+      windowStart = performance.now();
+    },
+    onWindow: ({ throughput, p99Ms }) => {
+      const now = performance.now();
+      if (now - windowStart >= FULL_WINDOW * options.load.windowMs) fullWindows.push({ throughput, p99Ms });
+      windowStart = now;
+      options.onProgress?.({ ...progress, throughput, p99Ms });
+    },
+  });
+  const served = servedStats(before, await target.stats(), result.versions);
+  const point: PointResult = {
+    server,
+    load: level,
+    clientBatch: options.clientBatch,
+    durationSeconds: result.durationSeconds,
+    requests: result.requests,
+    throughput: result.throughput,
+    itemsPerSecond: result.itemsPerSecond,
+    latency: result.latency,
+    errors: result.errors,
+    errorCount: result.errorCount,
+    stable: result.stable,
+    windows: result.windows,
+    variation: windowVariation(fullWindows, options.load.minWindows, options.load.stabilityPct),
+    serverSide: { ...serverSideFigures(served.before, served.after), version: served.version },
+    versions: result.versions,
+  };
+  return { point, samples: samplesFromStats(served.before, served.after) };
 }
 
 async function buildPayload(target: BenchTarget, options: SweepOptions): Promise<RequestPayload> {

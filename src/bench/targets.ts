@@ -25,7 +25,8 @@ export interface BenchTarget {
   /** The configuration the server has now, for a bench without a sweep. */
   current(): Promise<ServerPoint>;
   apply(point: ServerPoint): Promise<void>;
-  stats(): Promise<ModelStatsJson>;
+  /** Every loaded version's statistics; served-version.ts picks the one that served. */
+  stats(): Promise<readonly ModelStatsJson[]>;
   close(): Promise<void>;
 }
 
@@ -72,7 +73,7 @@ export class RemoteTarget implements BenchTarget {
     });
   }
 
-  stats(): Promise<ModelStatsJson> {
+  stats(): Promise<readonly ModelStatsJson[]> {
     return this.#queries.stats();
   }
 
@@ -184,7 +185,7 @@ export class ArchiveTarget implements BenchTarget {
     await this.#remote.apply(point);
   }
 
-  stats(): Promise<ModelStatsJson> {
+  stats(): Promise<readonly ModelStatsJson[]> {
     if (!this.#remote) throw new UsageError('the bench server is not running');
     return this.#remote.stats();
   }

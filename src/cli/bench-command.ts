@@ -24,16 +24,21 @@ export function registerBench(program: Command): void {
     .option('--rate <levels>', 'open loop: requests per second, e.g. 200,400', commaList)
     .addOption(new Option('--arrival <kind>', 'open-loop arrivals').choices(['poisson', 'constant']).default('poisson'))
     .option('--batch-sizes <sizes>', 'max_batch_size values to sweep, e.g. 1,4,16', commaList)
-    .option('--delays <delays>', 'max_queue_delay values to sweep, e.g. 0,1ms,5ms', commaList)
+    .option(
+      '--delays <delays>',
+      'max_queue_delay values to sweep, e.g. 0,1ms,5ms; auto is adaptive batching: 0,2ms,auto',
+      commaList,
+    )
     .option('--instances <counts>', 'instance counts to sweep, e.g. 1,2', commaList)
     .addOption(
       new Option(
         '--protocol <protocol>',
-        'how requests are sent (default: v2-binary, or grpc with a grpc:// --url)',
-      ).choices(['v2-binary', 'v2-json', 'torchserve', 'grpc', 'grpc-stream']),
+        'how requests are sent (default: v2-binary, or grpc with a grpc:// --url); http-json POSTs --input as it is to --url, any server',
+      ).choices(['v2-binary', 'v2-json', 'torchserve', 'grpc', 'grpc-stream', 'http-json']),
     )
-    .option('--client-batch <rows>', 'rows per request', '1')
+    .option('--client-batch <rows>', 'rows per request (http-json: rows the --input body carries, for items/s)', '1')
     .option('--input <file>', 'send this file (JSON body, or raw bytes such as an image) instead of random tensors')
+    .option('--content-type <type>', 'http-json: the --input body’s content type (default application/json)')
     .option('--duration <duration>', 'longest measurement per load level', '10s')
     .option('--requests <count>', 'stop a load level after this many measured requests')
     .option('--window <duration>', 'measurement window', '1s')
@@ -41,6 +46,12 @@ export function registerBench(program: Command): void {
     .option('--stability <pct>', 'the last 3 windows must agree within this on throughput and p99', '10%')
     .option('--workers <count>', 'client worker threads', '1')
     .option('--slo-p99 <duration>', 'recommend the fastest configuration whose p99 meets this')
+    .option(
+      '--plan',
+      'capacity plan: search each configuration for the highest open-loop rate it sustains within --slo-p99, then size replicas for --target-rate',
+      false,
+    )
+    .option('--target-rate <rate>', 'with --plan: requests per second to serve in all')
     .option('--json <file>', 'write every figure as JSON (schema in the README)')
     .option('--csv <file>', 'write one CSV row per point')
     .option('--md <file>', 'write a Markdown report')

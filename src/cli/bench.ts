@@ -1,5 +1,4 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import ora from 'ora';
 import { BenchGateError, UsageError } from '../core/errors.js';
 import { checkGate, parseFailOn, parseRegression } from '../bench/gate.js';
 import { measureInProcess, powersOfTwoUpTo } from '../bench/in-process.js';
@@ -7,10 +6,14 @@ import { buildReport } from '../bench/report.js';
 import { renderHtml } from '../bench/report-html.js';
 import { renderCsv, renderMarkdown, renderTable } from '../bench/report-table.js';
 import { grpcTarget, isGrpcProtocol, isGrpcUrl } from '../bench/grpc-channel.js';
-import type { BenchReport, LoadLevel, PointResult, Protocol } from '../bench/report-types.js';
-import { runSweep, type BatchTimeSample, type SweepProgress } from '../bench/sweep.js';
+import { formatDelay, parseDelay } from '../bench/delay.js';
+import type { PlanTarget } from '../bench/plan.js';
+import type { BenchReport, LoadLevel, PointResult, Protocol, RateSearchResult } from '../bench/report-types.js';
+import { runPlainHttp, type PlainHttpProgress } from '../bench/plain-http.js';
+import { runSweep, type BatchTimeSample, type SweepOptions, type SweepProgress } from '../bench/sweep.js';
 import { ArchiveTarget, RemoteTarget, type BenchTarget } from '../bench/targets.js';
 import { durationOption, integerOption } from './options.js';
+import { startSpinner } from './spinner.js';
 
 export interface BenchCommandOptions {
   url?: string;
@@ -28,6 +31,7 @@ export interface BenchCommandOptions {
   protocol?: Protocol;
   clientBatch: string;
   input?: string;
+  contentType?: string;
   duration: string;
   requests?: string;
   window: string;
@@ -35,6 +39,8 @@ export interface BenchCommandOptions {
   stability: string;
   workers: string;
   sloP99?: string;
+  plan: boolean;
+  targetRate?: string;
   json?: string;
   csv?: string;
   md?: string;
@@ -50,21 +56,26 @@ export async function runBench(archive: string | undefined, options: BenchComman
   if (archive && options.url) throw new UsageError('give either an archive or --url, not both');
   if (!archive && !options.url)
     throw new UsageError('give an archive to serve, or --url and --model of a running server');
-  if (options.url && !options.model) throw new UsageError('--url needs --model');
+  if (options.url && !options.model && options.protocol !== 'http-json') {
+    throw new UsageError('--url needs --model');
+  }
   const protocol = benchProtocol(options.protocol, options.url);
+  checkPlainHttp(protocol, archive, options);
   if (options.inProcess && !archive) throw new UsageError('--in-process needs an archive');
   const levels = loadLevels(options);
-  if (levels.length === 0 && !options.inProcess) {
-    throw new UsageError('give load levels: --concurrency 1,4,16 or --rate 200,400 (or --in-process)');
+  if (levels.length === 0 && !options.inProcess && !options.plan) {
+    throw new UsageError('give load levels: --concurrency 1,4,16 or --rate 200,400 (or --in-process, or --plan)');
   }
   const rules = options.failOn ? parseFailOn(options.failOn) : [];
   const baseline = options.baseline ? await readBaseline(options.baseline) : undefined;
   const sloP99Ms = options.sloP99 === undefined ? undefined : millis(options.sloP99, '--slo-p99');
+  const plan = planTarget(options, sloP99Ms);
 
-  const spinner = ora({ stream: process.stderr, isSilent: !process.stderr.isTTY }).start('starting');
+  const spinner = startSpinner('starting');
   let inProcessSamples: BatchTimeSample[] | undefined;
   let points: PointResult[] = [];
   let serverSamples: BatchTimeSample[] = [];
+  let searches: RateSearchResult[] = [];
   let target: BenchTarget | undefined;
   try {
     if (options.inProcess && archive) {
@@ -78,7 +89,17 @@ export async function runBench(archive: string | undefined, options: BenchComman
         ...(largest !== undefined ? { batchSizes: powersOfTwoUpTo(largest) } : {}),
       });
     }
-    if (levels.length > 0) {
+    if (protocol === 'http-json') {
+      points = await runPlainHttp({
+        url: options.url as string,
+        inputFile: options.input as string,
+        contentType: options.contentType ?? 'application/json',
+        rows: integerOption(options.clientBatch, '--client-batch', 1),
+        levels,
+        load: loadOptions(options),
+        onProgress: (progress) => (spinner.text = progressText(progress)),
+      });
+    } else if (levels.length > 0 || plan) {
       target = archive
         ? await ArchiveTarget.open(archive, {
             pin: options.pin,
@@ -86,29 +107,21 @@ export async function runBench(archive: string | undefined, options: BenchComman
             ...(options.device ? { device: options.device } : {}),
           })
         : new RemoteTarget(options.url as string, options.model as string, await managementOf(options));
-      const windowMs = millis(options.window, '--window');
       const result = await runSweep(target, {
         ...(options.batchSizes ? { batchSizes: integers(options.batchSizes, '--batch-sizes', 0) } : {}),
-        ...(options.delays ? { delaysUs: options.delays.map((delay) => durationOption(delay, '--delays')) } : {}),
+        ...(options.delays ? { delays: options.delays.map(delayOption) } : {}),
         ...(options.instances ? { instances: integers(options.instances, '--instances', 1) } : {}),
         levels,
         protocol,
         clientBatch: integerOption(options.clientBatch, '--client-batch', 1),
         ...(options.input ? { inputFile: options.input } : {}),
-        load: {
-          warmupMs: millis(options.warmup, '--warmup'),
-          windowMs,
-          minWindows: 3,
-          maxWindows: Math.max(3, Math.ceil(millis(options.duration, '--duration') / windowMs)),
-          stabilityPct: parseRegression(options.stability),
-          requestTimeoutMs: 60_000,
-          workers: integerOption(options.workers, '--workers', 1),
-          ...(options.requests ? { maxRequests: integerOption(options.requests, '--requests', 1) } : {}),
-        },
+        ...(plan ? { plan: { ...plan, arrival: options.arrival, ...PLAN_SEARCH } } : {}),
+        load: loadOptions(options),
         onProgress: (progress) => (spinner.text = progressText(progress)),
       });
       points = result.points;
       serverSamples = result.samples;
+      searches = result.searches;
     }
   } finally {
     spinner.stop();
@@ -119,13 +132,14 @@ export async function runBench(archive: string | undefined, options: BenchComman
     target: {
       ...(options.url ? { url: options.url } : {}),
       ...(archive ? { archive } : {}),
-      model: target?.model ?? options.model ?? archive ?? '',
+      model: target?.model ?? options.model ?? archive ?? options.url ?? '',
       protocol,
     },
     points,
     serverSamples,
     ...(inProcessSamples ? { inProcessSamples } : {}),
     ...(sloP99Ms !== undefined ? { sloP99Ms } : {}),
+    ...(plan ? { plan: { ...plan, searches } } : {}),
   });
   process.stdout.write(`${renderTable(report)}\n`);
   await writeReports(report, options);
@@ -148,18 +162,62 @@ async function writeReports(report: BenchReport, options: BenchCommandOptions): 
   }
 }
 
+/** How each load level runs: the same for a sweep and for a plain HTTP server. */
+function loadOptions(options: BenchCommandOptions): SweepOptions['load'] {
+  const windowMs = millis(options.window, '--window');
+  return {
+    warmupMs: millis(options.warmup, '--warmup'),
+    windowMs,
+    minWindows: 3,
+    maxWindows: Math.max(3, Math.ceil(millis(options.duration, '--duration') / windowMs)),
+    stabilityPct: parseRegression(options.stability),
+    requestTimeoutMs: 60_000,
+    workers: integerOption(options.workers, '--workers', 1),
+    ...(options.requests ? { maxRequests: integerOption(options.requests, '--requests', 1) } : {}),
+  };
+}
+
+/**
+ * `--protocol http-json` drives any HTTP server with the `--input` file as it is: bench can
+ * neither serve an archive that way nor see or change the server's settings, so the flags
+ * that would need to are refused rather than ignored.
+ */
+function checkPlainHttp(protocol: Protocol, archive: string | undefined, options: BenchCommandOptions): void {
+  if (protocol !== 'http-json') {
+    if (options.contentType !== undefined) throw new UsageError('--content-type is for --protocol http-json');
+    return;
+  }
+  if (archive) throw new UsageError('--protocol http-json drives a server at --url, not an archive');
+  if (!options.input) throw new UsageError('--protocol http-json sends a file as it is: give --input FILE');
+  const refused = [
+    ['--batch-sizes', options.batchSizes],
+    ['--delays', options.delays],
+    ['--instances', options.instances],
+    ['--management-url', options.managementUrl],
+    ['--slo-p99', options.sloP99],
+    ['--plan', options.plan || undefined],
+  ]
+    .filter(([, value]) => value !== undefined)
+    .map(([flag]) => flag);
+  if (refused.length > 0) {
+    throw new UsageError(
+      `--protocol http-json cannot see or change a plain HTTP server's settings, so it takes no ${refused.join(', ')}; ` +
+        'bench batchserve with them, and the other server at its own settings',
+    );
+  }
+}
+
 function loadLevels(options: BenchCommandOptions): LoadLevel[] {
   return [
     ...integers(options.concurrency ?? [], '--concurrency', 1).map((concurrency): LoadLevel => ({
       kind: 'concurrency',
       concurrency,
     })),
-    ...(options.rate ?? []).map((value): LoadLevel => {
-      const rate = Number(value);
-      if (!Number.isFinite(rate) || rate <= 0)
-        throw new UsageError(`--rate: expected requests per second, got "${value}"`);
-      return { kind: 'rate', rate, arrival: options.arrival };
-    }),
+    ...(options.rate ?? []).map((value): LoadLevel => ({
+      kind: 'rate',
+      rate: positiveRate(value, '--rate'),
+      arrival: options.arrival,
+    })),
   ];
 }
 
@@ -200,10 +258,51 @@ async function readBaseline(file: string): Promise<BenchReport> {
   }
 }
 
-function progressText({ server, level, pointIndex, pointCount, throughput, p99Ms }: SweepProgress): string {
+/**
+ * `--plan`'s rate search: up to 8 probes per configuration, until the highest sustained rate
+ * and the lowest failed one are within 10 % (rate-search.ts).
+ */
+const PLAN_SEARCH = { maxProbes: 8, resolution: 0.1 } as const;
+
+/** `--plan --target-rate R --slo-p99 D`: all three or none. */
+function planTarget(options: BenchCommandOptions, sloP99Ms: number | undefined): PlanTarget | undefined {
+  if (!options.plan) {
+    if (options.targetRate !== undefined) throw new UsageError('--target-rate needs --plan');
+    return undefined;
+  }
+  if (options.targetRate === undefined || sloP99Ms === undefined) {
+    throw new UsageError('--plan needs --target-rate (requests per second in all) and --slo-p99 (the p99 budget)');
+  }
+  return { targetRate: positiveRate(options.targetRate, '--target-rate'), sloP99Ms };
+}
+
+function positiveRate(value: string, flag: string): number {
+  const rate = Number(value);
+  if (value.trim() === '' || !Number.isFinite(rate) || rate <= 0) {
+    throw new UsageError(`${flag}: expected requests per second, got "${value}"`);
+  }
+  return rate;
+}
+
+function delayOption(value: string): number | 'auto' {
+  const delay = parseDelay(value);
+  if (delay === undefined) {
+    throw new UsageError(`--delays: expected a duration such as 0, 500us, 2ms, or auto, got "${value}"`);
+  }
+  return delay;
+}
+
+/** A plain HTTP server's progress has no server settings to show. */
+function progressText(progress: SweepProgress | PlainHttpProgress): string {
+  const { level, pointIndex, pointCount, throughput, p99Ms } = progress;
+  const { server, probe } = 'server' in progress ? progress : {};
   const load = level.kind === 'concurrency' ? `concurrency ${level.concurrency}` : `${level.rate}/s ${level.arrival}`;
   const live = throughput === undefined ? '' : ` — ${throughput.toFixed(0)} req/s, p99 ${(p99Ms ?? 0).toFixed(2)} ms`;
-  return `[${pointIndex + 1}/${pointCount}] B=${server.maxBatchSize} delay ${server.maxQueueDelayUs} µs ×${server.instances}, ${load}${live}`;
+  const step = probe ? `rate search ${probe.index}/≤${probe.max}` : `${pointIndex + 1}/${pointCount}`;
+  const settings = server
+    ? `B=${server.maxBatchSize} delay ${formatDelay(server.maxQueueDelayUs)} ×${server.instances}, `
+    : '';
+  return `[${step}] ${settings}${load}${live}`;
 }
 
 function integers(values: readonly string[], flag: string, min: number): number[] {

@@ -1,7 +1,7 @@
-import ora from 'ora';
 import type { ArchiveFormat } from '../archive/format.js';
 import { packArchive } from '../archive/pack.js';
 import { formatBytes } from './format.js';
+import { startSpinner } from './spinner.js';
 
 export interface PackCommandOptions {
   modelName: string;
@@ -16,12 +16,7 @@ export interface PackCommandOptions {
 }
 
 export async function runPack(options: PackCommandOptions): Promise<void> {
-  // Silent when stderr is not a terminal, so scripts and CI logs get only the summary line.
-  const spinner = ora({
-    text: 'checking model, config and handler',
-    stream: process.stderr,
-    isSilent: !process.stderr.isTTY,
-  }).start();
+  const spinner = startSpinner('checking model, config and handler');
   try {
     const result = await packArchive({
       ...options,

@@ -79,7 +79,6 @@ class PhaseStats {
   }
 }
 
-
 /**
  * The statistics of one model version. Request-level figures (inference_stats) count each
  * request once, its compute phases being those of the batch it ran in; batch-level figures

@@ -84,7 +84,7 @@ test('a sweep of 2 batch sizes × 2 delays × 2 concurrency levels writes the ta
   assert.deepEqual(
     report.points.map(
       (p) =>
-        `${p.server.maxBatchSize}/${p.server.maxQueueDelayUs}/${p.load.kind === 'concurrency' ? p.load.concurrency : 0}`,
+        `${p.server?.maxBatchSize}/${p.server?.maxQueueDelayUs}/${p.load.kind === 'concurrency' ? p.load.concurrency : 0}`,
     ),
     ['1/0/1', '1/0/8', '1/2000/1', '1/2000/8', '8/0/1', '8/0/8', '8/2000/1', '8/2000/8'],
   );
@@ -97,7 +97,7 @@ test('a sweep of 2 batch sizes × 2 delays × 2 concurrency levels writes the ta
   // Each point ran the server settings it names: B=1 never batches, and at B=8 eight clients
   // kept a ~6 ms forward pass busy enough for requests to queue and share a pass.
   const averageBatch = (size: number): number[] =>
-    report.points.filter((p) => p.server.maxBatchSize === size).map((p) => p.serverSide?.averageBatch ?? 0);
+    report.points.filter((p) => p.server?.maxBatchSize === size).map((p) => p.serverSide?.averageBatch ?? 0);
   assert.deepEqual(averageBatch(1), [1, 1, 1, 1]);
   assert.ok(Math.max(...averageBatch(8)) > 1.5, `average batches at B=8: ${averageBatch(8).join(', ')}`);
   assert.ok(report.recommendation?.snippet.includes('max_batch_size'));
@@ -120,7 +120,7 @@ test('a sweep of 2 batch sizes × 2 delays × 2 concurrency levels writes the ta
     own.samples.map((sample) => sample.batchSize),
     [1, 2, 4, 8],
   );
-  assert.ok(own.ceiling > 3, `the cost model batches well (ceiling ${own.ceiling})`);
+  assert.ok((own.ceiling ?? 0) > 3, `the cost model batches well (ceiling ${own.ceiling})`);
 
   const csv = (await readFile(files.csv, 'utf8')).trim().split('\n');
   assert.equal(csv.length, 9, 'header and one row per point');

@@ -1,7 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { fitBatchCost, predictedSpeedup, recommend, samplesFromStats, speedupTable } from '../../src/bench/fit.js';
+import {
+  fitBatchCost,
+  predictedSpeedup,
+  recommend,
+  samplesFromStats,
+  speedupFitOf,
+  speedupTable,
+} from '../../src/bench/fit.js';
 import { formatDuration } from '../../src/config/schema-kit.js';
 import type { BatchCostFit } from '../../src/bench/report-types.js';
 import { ModelStatistics } from '../../src/metrics/model-statistics.js';
@@ -29,7 +36,8 @@ test('exact timings give back c and m, R² 1 and the ceiling 1 + c/m', () => {
   assertClose(fit.c, 2, 1e-12, 'c');
   assertClose(fit.m, 0.5, 1e-12, 'm');
   assertClose(fit.r2, 1, 1e-12, 'R²');
-  assertClose(fit.ceiling, 5, 1e-12, 'ceiling');
+  assertClose(fit.ceiling ?? NaN, 5, 1e-12, 'ceiling');
+  assert.equal(fit.failure, undefined);
   assert.equal(fit.poorFit, false);
 });
 
@@ -43,7 +51,7 @@ test('property: for any c > 0, m > 0 and batch sizes, exact timings give back c 
         const fit = fitOf(exactSamples(c, m, sizes));
         assertClose(fit.c, c, 1e-6, 'c');
         assertClose(fit.m, m, 1e-6, 'm');
-        assertClose(fit.ceiling, 1 + c / m, 1e-6, 'ceiling');
+        assertClose(fit.ceiling ?? NaN, 1 + c / m, 1e-6, 'ceiling');
       },
     ),
   );
@@ -84,7 +92,7 @@ test('each batch size counts once, whatever its count; repeated sizes are merged
   ]);
 });
 
-test('scattered timings are a poor fit; flat ones have no ceiling; one batch size has no fit', () => {
+test('scattered timings are a poor fit; flat or falling ones fail with no ceiling; one batch size has no fit', () => {
   const scattered = fitOf([
     { batchSize: 1, ms: 5, count: 1 },
     { batchSize: 2, ms: 1, count: 1 },
@@ -97,12 +105,11 @@ test('scattered timings are a poor fit; flat ones have no ceiling; one batch siz
 
   const flat = fitOf(exactSamples(4, 0, [1, 8, 16]));
   assert.equal(flat.m, 0);
-  assert.equal(flat.ceiling, Infinity);
-  assert.equal(flat.poorFit, true);
+  assert.deepEqual([flat.failure, flat.ceiling, flat.poorFit], ['m ≤ 0', undefined, false]);
 
   const falling = fitOf(exactSamples(10, -0.1, [1, 8, 16]));
-  assert.equal(falling.ceiling, Infinity);
-  assert.equal(falling.poorFit, true);
+  assert.deepEqual([falling.failure, falling.ceiling], ['m ≤ 0', undefined]);
+  assert.equal('ceiling' in falling, false, 'no ceiling key in the JSON either');
 
   assert.equal(fitBatchCost([]), undefined);
   assert.equal(fitBatchCost([{ batchSize: 4, ms: 3, count: 5 }]), undefined);
@@ -114,6 +121,43 @@ test('scattered timings are a poor fit; flat ones have no ceiling; one batch siz
     ]),
     undefined,
   );
+});
+
+test('a line with c < 0 is a failed fit however high its R²: no ceiling, no predicted speedups', () => {
+  // Issue #16's run: c = −21.4 ms with R² 0.954 printed "ceiling −0.56×".
+  const fit = fitOf(
+    [4, 8, 16, 32].map((batchSize, i) => ({
+      batchSize,
+      ms: (-21.4 + 10 * batchSize) * (i % 2 ? 1.03 : 0.97),
+      count: 20,
+    })),
+  );
+  assert.ok(fit.c < 0 && fit.r2 > 0.9, `c ${fit.c}, R² ${fit.r2}`);
+  assert.deepEqual([fit.failure, fit.ceiling, fit.poorFit], ['c < 0', undefined, false]);
+  const rows = speedupTable(fit, samplePoints);
+  assert.deepEqual(
+    rows.map((row) => Object.keys(row).sort()),
+    [
+      ['batchSize', 'measured'],
+      ['batchSize', 'measured'],
+      ['batchSize', 'measured'],
+    ],
+    'measured speedups stay; none is predicted from the failed line',
+  );
+  assert.equal(rows[1]?.measured, 1318.4 / 396.1);
+  // c = 0 is no failure: a pass with no fixed cost gains nothing from batching, ceiling 1.
+  assert.equal(fitOf(exactSamples(0, 1, [1, 4])).ceiling, 1);
+});
+
+test('the speedups come from the in-process fit unless it failed where the server fit did not', () => {
+  const good = fitOf(exactSamples(2, 0.5, [1, 8]));
+  const failed = fitOf(exactSamples(-1, 0.5, [4, 8]));
+  assert.equal(speedupFitOf({ fit: good, inProcess: good }), 'inProcess');
+  assert.equal(speedupFitOf({ fit: good, inProcess: failed }), 'fit');
+  assert.equal(speedupFitOf({ fit: failed, inProcess: failed }), 'inProcess');
+  assert.equal(speedupFitOf({ inProcess: failed }), 'inProcess');
+  assert.equal(speedupFitOf({ fit: failed }), 'fit');
+  assert.equal(speedupFitOf({}), undefined);
 });
 
 test('S(B) = B(c+m)/(c+Bm): 1 at B=1, rising towards 1 + c/m', () => {
@@ -201,6 +245,8 @@ test('recommend picks the highest throughput under the p99 objective and skips p
   assert.equal(recommend(samplePoints, 30)?.point.throughput, 1561.2, 'an unstable point still counts');
   assert.equal(recommend(samplePoints, 1), undefined);
   assert.equal(recommend([], 50), undefined);
+  const plain = { ...(samplePoints[0] as (typeof samplePoints)[number]), server: undefined };
+  assert.equal(recommend([plain], 1e9), undefined, 'a plain HTTP point has no settings to recommend');
 });
 
 test('delays are written as model-config.yaml writes them', () => {

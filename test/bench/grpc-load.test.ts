@@ -56,7 +56,8 @@ test('grpc and grpc-stream, closed and open loop: every request answered and cou
   // 80 KB rows: a stream's answers arrive split over several DATA frames, or several in one.
   const { url, target, metadata } = await grpcServer(t, { width: 20_000 });
   assert.deepEqual(metadata.inputs, [{ name: 'x', datatype: 'FP32', shape: [-1, 20_000] }], 'metadata over gRPC');
-  const before = (await target.stats()).inference_stats.success.count;
+  const successes = async (): Promise<number> => (await target.stats())[0]?.inference_stats.success.count ?? 0;
+  const before = await successes();
   for (const protocol of PROTOCOLS) {
     const payload = randomPayload(metadata, { protocol, clientBatch: 2, seed: 3 });
     const levels: LoadLevel[] = [closed(4), open];
@@ -66,9 +67,11 @@ test('grpc and grpc-stream, closed and open loop: every request answered and cou
       assert.deepEqual([result.requests, result.errorCount, result.latency.count], [40, 0, 40], what);
       assert.equal(result.rows, 80);
       assert.ok(result.latency.p50 > 0);
+      // Unary answers name their version in x-model-version, stream answers in model_version.
+      assert.deepEqual(result.versions, { '1': 40 }, what);
     }
   }
-  const after = (await target.stats()).inference_stats.success.count;
+  const after = await successes();
   assert.ok(after - before >= 160, `the server answered ${after - before}`);
 });
 

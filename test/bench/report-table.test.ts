@@ -75,6 +75,31 @@ test('a poor fit is called out, in every text format', () => {
   assert.match(renderMarkdown(report), /poor fit \(server\)/);
 });
 
+test('a failed fit says so where the ceiling would be, and predicts no speedup, in every text format', () => {
+  const failed = fitBatchCost(
+    [4, 8, 16, 32].map((batchSize) => ({ batchSize, ms: -21.4 + 10 * batchSize, count: 20 })),
+  );
+  assert.equal(failed?.failure, 'c < 0');
+  const report: BenchReport = {
+    ...sampleReport,
+    fit: failed,
+    inProcess: undefined,
+    speedup: sampleReport.speedup.map(({ batchSize, measured }) => ({ batchSize, measured })),
+  };
+  for (const text of [renderTable(report), renderMarkdown(report)]) {
+    assert.match(text, /server: T\(B\) = c \+ m·B: c = -21\.4 ms, m = 10 ms, R² = 1\.000, fit failed: c \\?< 0/);
+    assert.match(text, /fit failed \(server\): c \\?< 0, a forward pass cannot cost less than nothing/);
+    assert.match(text, /S\(B\): measured only, the server fit failed \(c \\?< 0\)/);
+    assert.doesNotMatch(text, /ceiling 1 \+ c\/m|-0\.\d\d×/);
+  }
+  assert.match(renderTable(report), /\b16[\s│]+—[\s│]+—[\s│]+3\.94×/);
+});
+
+test('the speedup table names the fit its predictions come from', () => {
+  assert.match(renderTable(sampleReport), /S\(B\) predicted by the server fit:\n/);
+  assert.match(renderMarkdown({ ...sampleReport, speedupFit: 'inProcess' }), /S\(B\) predicted by the in-process fit:/);
+});
+
 test('Markdown: the same figures as tables, the snippet as a yaml block, user text escaped', () => {
   const report: BenchReport = { ...sampleReport, target: { ...sampleReport.target, model: 'res|net_<b>' } };
   const md = renderMarkdown(report);
@@ -103,9 +128,9 @@ test('CSV: one row per point, every figure unrounded, one column per error kind'
     const row = rows[i] ?? [];
     assert.equal(row.length, head.length);
     const number = (name: string): number => Number(row[column(name)]);
-    assert.equal(number('max_batch_size'), point.server.maxBatchSize);
-    assert.equal(number('max_queue_delay_us'), point.server.maxQueueDelayUs);
-    assert.equal(number('instances'), point.server.instances);
+    assert.equal(number('max_batch_size'), point.server?.maxBatchSize);
+    assert.equal(number('max_queue_delay_us'), point.server?.maxQueueDelayUs);
+    assert.equal(number('instances'), point.server?.instances);
     assert.equal(row[column('load_kind')], point.load.kind);
     assert.equal(number('throughput'), point.throughput);
     assert.equal(number('items_per_second'), point.itemsPerSecond);

@@ -147,6 +147,7 @@ export const sampleReport: BenchReport = {
   points: samplePoints,
   fit,
   inProcess: fitted(sampleInProcessSamples),
+  speedupFit: 'fit',
   speedup: speedupTable(fit, samplePoints),
   ...(recommendation ? { recommendation } : {}),
   warnings: [

@@ -1,0 +1,460 @@
+// Does `max_queue_delay: auto` (adaptive batching) keep up with the best fixed delay, without
+// its cost at low load? Two models: the demo orientation classifier (its shipped config:
+// max_batch_size 32, preferred sizes 8 and 32; batching pays little, 1 + c/m ≈ 2) and a cost
+// model generated here whose forward pass has a fixed cost large next to its per-row cost
+// (a 640² matrix product per pass, two passes over 131 072 values per row; 1 + c/m ≈ 10,
+// max_batch_size 16). Both with `intra_op_threads: 1` and `max_latency: 100ms`.
+//
+// Each round starts a fresh `serve` child per configuration (delays 0, 1ms, 2ms, 5ms, 10ms and
+// auto), all on CPU 0 (taskset, when present), each switched to its delay through the
+// management API, and drives them from CPU 1 with the bench's own sweep (runSweep), one load
+// level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
+// (Poisson) at 80 % of the highest throughput a fixed delay reached at concurrency 64 in that
+// round (at 90 % the rate sat so close to some servers' capacity that their queues ran away). Auto runs first at each level in odd rounds and last in even ones, and every ratio
+// compares figures of the same round; the summary takes the median over rounds. Aims (AIMS):
+//   auto throughput ÷ the best fixed delay's, at every load level     ≥ 0.95
+//   auto p50 ÷ delay 0's p50, at concurrency 1                        ≤ 1.05
+//   auto p99, at every load level                                     ≤ max_latency
+// After each level the auto server's learnt line (GET /models/{m}: adaptiveBatching) is kept.
+// Writes benchmarks/results/adaptive.json (see results.js for --quick, --check, --json).
+// Usage: npm run bench:adaptive [-- --quick] [-- --check]
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import onnxProto from 'onnx-proto';
+import { parse, stringify } from 'yaml';
+import { adaptive as render } from './render.js';
+import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
+
+const AIMS = { throughputRatio: 0.95, p50Ratio: 1.05 };
+const STATIC_DELAYS_US = [0, 1000, 2000, 5000, 10_000];
+const MAX_LATENCY_MS = 100;
+const CONCURRENCY = [1, 4, 16, 64];
+/** The open-loop rate, as a share of the best fixed delay's throughput at the highest concurrency. */
+const RATE_SHARE = 0.8;
+
+const flags = benchFlags('adaptive');
+const settings = {
+  pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
+  rounds: flags.quick ? 1 : 3,
+  staticDelaysUs: STATIC_DELAYS_US,
+  concurrency: CONCURRENCY,
+  rateShare: RATE_SHARE,
+  maxLatencyMs: MAX_LATENCY_MS,
+  warmupMs: flags.quick ? 200 : 300,
+  windowMs: flags.quick ? 250 : 350,
+  windows: 3,
+};
+
+const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
+const { demoPackArgs, DEMO_EXAMPLES } = await import('./demo-archive.js');
+const { parseStartupUrls } = await import('../dist/src/server/startup-block.js');
+const { runSweep } = await import('../dist/src/bench/sweep.js');
+const { RemoteTarget } = await import('../dist/src/bench/targets.js');
+const { measureInProcess } = await import('../dist/src/bench/in-process.js');
+const { fitBatchCost } = await import('../dist/src/bench/fit.js');
+const { Batcher } = await import('../dist/src/batching/batcher.js');
+
+const onCpu0 = (args) => (settings.pinned ? ['taskset', ['-c', '0', ...args]] : [args[0], args.slice(1)]);
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+
+/**
+ * The cost model, as test/fixtures/onnx-models.ts `costModel` builds it: y = x + 0 · work,
+ * where work is a fixed [n×n]·[n×n] product (c) plus Sin and Cos over `width` values per row (m).
+ * Served with graph_optimization_level: disabled, or onnxruntime folds the fixed product away.
+ */
+function costModel(n = 640, width = 131_072) {
+  const { onnx } = onnxProto;
+  const FLOAT = onnx.TensorProto.DataType.FLOAT;
+  const INT = onnx.AttributeProto.AttributeType.INT;
+  const tensor = (name) => ({
+    name,
+    type: { tensorType: { elemType: FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimValue: 4 }] } } },
+  });
+  const keepdims = (i) => [{ name: 'keepdims', type: INT, i }];
+  return onnx.ModelProto.encode({
+    irVersion: 8,
+    producerName: 'batchserve-benchmarks',
+    opsetImport: [{ domain: '', version: 13 }],
+    graph: {
+      name: 'cost',
+      node: [
+        { opType: 'MatMul', input: ['fixed', 'fixed'], output: ['fixedSquare'] },
+        { opType: 'ReduceSum', input: ['fixedSquare'], output: ['fixedSum'], attribute: keepdims(0) },
+        { opType: 'MatMul', input: ['x', 'spread'], output: ['wide0'] },
+        { opType: 'Sin', input: ['wide0'], output: ['wide1'] },
+        { opType: 'Cos', input: ['wide1'], output: ['wide2'] },
+        { opType: 'ReduceSum', input: ['wide2', 'axis1'], output: ['rowSum'], attribute: keepdims(1) },
+        { opType: 'Add', input: ['rowSum', 'fixedSum'], output: ['work'] },
+        { opType: 'Mul', input: ['work', 'zero'], output: ['nothing'] },
+        { opType: 'Add', input: ['x', 'nothing'], output: ['y'] },
+      ],
+      initializer: [
+        {
+          name: 'fixed',
+          dataType: FLOAT,
+          dims: [n, n],
+          floatData: Array.from({ length: n * n }, (_, i) => (i % 7) / 7),
+        },
+        { name: 'spread', dataType: FLOAT, dims: [4, width], floatData: new Array(4 * width).fill(0.25) },
+        { name: 'axis1', dataType: onnx.TensorProto.DataType.INT64, dims: [1], int64Data: [1] },
+        { name: 'zero', dataType: FLOAT, dims: [], floatData: [0] },
+      ],
+      input: [tensor('x')],
+      output: [tensor('y')],
+    },
+  }).finish();
+}
+
+/** Runs a child to its end. */
+function run([command, args]) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${command} exited ${code}`))));
+  });
+}
+
+/** Both archives, each with intra_op_threads 1 and the adaptive latency budget. */
+async function packModels(dir) {
+  const demoConfig = parse(await readFile(join(DEMO_EXAMPLES, 'model-config.yaml'), 'utf8'));
+  demoConfig.runtime = { ...demoConfig.runtime, intra_op_threads: 1 };
+  demoConfig.dynamic_batching = { ...demoConfig.dynamic_batching, max_latency: `${MAX_LATENCY_MS}ms` };
+  await writeFile(join(dir, 'orientation.yaml'), stringify(demoConfig));
+  await run([process.execPath, [bin, ...demoPackArgs({ exportPath: dir, configFile: join(dir, 'orientation.yaml') })]]);
+
+  await writeFile(join(dir, 'cost.onnx'), costModel());
+  const costConfig = {
+    max_batch_size: 16,
+    dynamic_batching: { max_latency: `${MAX_LATENCY_MS}ms` },
+    runtime: { graph_optimization_level: 'disabled', intra_op_threads: 1 },
+  };
+  await writeFile(join(dir, 'cost.yaml'), stringify(costConfig));
+  await run([
+    process.execPath,
+    [bin, 'model-archive', 'pack', '--model-name', 'cost', '--serialized-file', join(dir, 'cost.onnx')].concat([
+      '--config-file',
+      join(dir, 'cost.yaml'),
+      '--export-path',
+      dir,
+    ]),
+  ]);
+  return [
+    {
+      name: 'orientation',
+      label: 'demo orientation classifier',
+      archive: join(dir, 'orientation.mar'),
+      maxBatchSize: 32,
+    },
+    { name: 'cost', label: 'cost model', archive: join(dir, 'cost.mar'), maxBatchSize: 16 },
+  ];
+}
+
+/** A fresh `serve` child on CPU 0 and a bench target on it that reconfigures it live. */
+async function serve(model, dir, delay) {
+  const keyFile = join(dir, `${model.name}-${delay}.key`);
+  const [command, args] = onCpu0([
+    process.execPath,
+    bin,
+    'serve',
+    '--models',
+    `${model.name}=${model.archive}`,
+    ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'],
+    ...['--key-file', keyFile, '--log-level', 'error'],
+  ]);
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const urls = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const parsed = parseStartupUrls(out);
+      if (parsed) resolve(parsed);
+    });
+    child.once('exit', (code) => reject(new Error(`serve exited ${code} before listening`)));
+  });
+  const management = { url: urls.management, token: (await readFile(keyFile, 'utf8')).trim() };
+  const target = new RemoteTarget(urls.inference, model.name, management);
+  return {
+    target,
+    /** The adaptive line the server learnt, as the management API describes it. */
+    async learnt() {
+      const response = await fetch(`${management.url}/models/${model.name}`, {
+        headers: { authorization: `Bearer ${management.token}` },
+      });
+      const [described] = await response.json();
+      return described.adaptiveBatching ?? null;
+    },
+    async stop() {
+      await target.close();
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** One load level on one configuration's server: the figures the ratios use. */
+async function measureLevel(server, model, delay, level) {
+  const { points } = await runSweep(server.target, {
+    batchSizes: [model.maxBatchSize],
+    delays: [delay],
+    instances: [1],
+    levels: [level],
+    protocol: 'v2-binary',
+    clientBatch: 1,
+    load: {
+      warmupMs: settings.warmupMs,
+      windowMs: settings.windowMs,
+      minWindows: settings.windows,
+      maxWindows: settings.windows,
+      stabilityPct: 0,
+      requestTimeoutMs: 60_000,
+      workers: 1,
+    },
+  });
+  const [point] = points;
+  // What the adaptive server had learnt by the end of the level: whether its line steered.
+  const learnt = delay === 'auto' ? { learnt: await server.learnt() } : {};
+  return {
+    delay,
+    level: level.kind === 'concurrency' ? `c=${level.concurrency}` : 'rate',
+    throughput: point.throughput,
+    p50Ms: point.latency.p50,
+    p99Ms: point.latency.p99,
+    averageBatch: point.serverSide?.averageBatch ?? 0,
+    queueMs: point.serverSide?.queueMsPerRequest ?? 0,
+    computeMs: point.serverSide?.computeMsPerRequest ?? 0,
+    errors: point.errorCount,
+    ...learnt,
+  };
+}
+
+/** A client's round trip outside the batcher in the simulation (HTTP, decode, encode), ms. */
+const SIMULATED_ROUND_TRIP_MS = 0.5;
+const SIMULATED_SECONDS = 3;
+
+/**
+ * One closed loop on a simulated clock: the server's own Batcher, one instance whose pass takes
+ * exactly c + m·B, and `concurrency` clients that send again a round trip after each answer.
+ * No HTTP, no other load, no noise: what the batching policy alone does with that cost line.
+ */
+async function simulateClosedLoop({ c, m }, maxBatchSize, delay, concurrency) {
+  let now = 0;
+  let order = 0;
+  const timers = [];
+  const clock = {
+    now: () => now,
+    setTimeout(callback, ms) {
+      // A nanosecond at least: a delay that ends at `oldest + delay` exactly can compare as not
+      // quite over after rounding, and a clock that did not move would ask again forever.
+      const timer = { at: now + Math.max(1e-6, ms), order: order++, callback, live: true };
+      timers.push(timer);
+      return timer;
+    },
+    clearTimeout(timer) {
+      if (timer) timer.live = false;
+    },
+  };
+  const runner = {
+    id: 'simulated',
+    device: 'cpu',
+    run: (requests) =>
+      new Promise((resolve) => {
+        const timings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
+        clock.setTimeout(() => resolve({ responses: requests.map(() => null), timings }), c + m * requests.length);
+      }),
+  };
+  let fit;
+  const batcher = new Batcher(
+    [runner],
+    {
+      maxBatchSize,
+      maxQueueDelayUs: delay === 'auto' ? 0 : delay,
+      ...(delay === 'auto' ? { adaptive: { maxLatencyUs: MAX_LATENCY_MS * 1000 } } : {}),
+      preferredBatchSizes: [],
+      maxQueueSize: 1 << 20,
+      defaultTimeoutUs: 0,
+      priorityLevels: 1,
+    },
+    { fitChanged: (line) => (fit = line) },
+    clock,
+  );
+  const measureFrom = 1000;
+  const sizes = new Map();
+  let answered = 0;
+  const send = () =>
+    clock.setTimeout(async () => {
+      const { batchRows } = await batcher.submit({}, { rows: 1, shapeKey: 'x' });
+      clock.setTimeout(() => {
+        if (now >= measureFrom) {
+          answered += 1;
+          sizes.set(batchRows, (sizes.get(batchRows) ?? 0) + 1);
+        }
+        send();
+      }, SIMULATED_ROUND_TRIP_MS / 2);
+    }, SIMULATED_ROUND_TRIP_MS / 2);
+  for (let client = 0; client < concurrency; client++) send();
+  for (;;) {
+    timers.sort((a, b) => a.at - b.at || a.order - b.order);
+    const timer = timers.shift();
+    if (!timer || timer.at > SIMULATED_SECONDS * 1000) break;
+    if (!timer.live) continue;
+    now = timer.at;
+    timer.callback();
+    // Every promise the callback settled runs before the next timer, as on a real event loop.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  // Each answer saw its batch's size: a batch of B rows was seen B times.
+  const batches = [...sizes].reduce((sum, [size, count]) => sum + count / size, 0);
+  return {
+    delay,
+    level: `c=${concurrency}`,
+    throughput: answered / (SIMULATED_SECONDS - measureFrom / 1000),
+    averageBatch: answered / batches,
+    batchSizes: [...sizes.keys()].sort((a, b) => a - b),
+    ...(fit ? { fitTrusted: fit.trusted, fitReason: fit.reason ?? null } : {}),
+  };
+}
+
+/** Every configuration at every closed-loop level on the simulated clock. */
+async function simulate(model, inProcess) {
+  const points = [];
+  for (const concurrency of CONCURRENCY) {
+    for (const delay of [...STATIC_DELAYS_US, 'auto']) {
+      points.push(await simulateClosedLoop(inProcess, model.maxBatchSize, delay, concurrency));
+    }
+  }
+  return { roundTripMs: SIMULATED_ROUND_TRIP_MS, seconds: SIMULATED_SECONDS, points };
+}
+
+/**
+ * One round on one model. Every configuration gets a fresh server, all of them up at once (an
+ * idle one costs nothing), so each load level runs on every configuration back to back: a
+ * machine that slows down over the round moves the figures a ratio compares together. Auto
+ * runs first at each level in odd rounds and last in even ones.
+ */
+async function measureRound(model, dir, round) {
+  const configs = ['auto', ...STATIC_DELAYS_US];
+  const order = round % 2 === 1 ? configs : [...configs].reverse();
+  const servers = new Map();
+  try {
+    for (const delay of configs) servers.set(delay, await serve(model, dir, delay));
+    const points = [];
+    for (const concurrency of CONCURRENCY) {
+      const level = { kind: 'concurrency', concurrency };
+      for (const delay of order) points.push(await measureLevel(servers.get(delay), model, delay, level));
+    }
+    const top = `c=${CONCURRENCY.at(-1)}`;
+    const staticTop = points.filter((p) => p.delay !== 'auto' && p.level === top && p.errors === 0);
+    const rate = Math.round(RATE_SHARE * Math.max(...staticTop.map((p) => p.throughput)));
+    const open = { kind: 'rate', rate, arrival: 'poisson' };
+    for (const delay of order) points.push(await measureLevel(servers.get(delay), model, delay, open));
+    return { round, order: order.map(String), rate, points };
+  } finally {
+    for (const server of servers.values()) await server.stop();
+  }
+}
+
+/**
+ * Per level: the best fixed delay is the one with the highest median throughput over the
+ * rounds (the highest of one round would favour whichever delay got lucky), and each round's
+ * auto throughput is divided by that delay's in the same round; the median of those is the
+ * ratio. p50 is compared with delay 0's at concurrency 1, p99 with max_latency.
+ */
+function summarize(model, rounds, inProcess, simulated) {
+  const point = (round, level, delay) => round.points.find((p) => p.level === level && p.delay === delay);
+  const levels = [...new Set(rounds[0].points.map((p) => p.level))];
+  const perLevel = levels.map((level) => {
+    const served = STATIC_DELAYS_US.filter((delay) => rounds.every((round) => point(round, level, delay).errors === 0));
+    const typical = (delay) => median(rounds.map((round) => point(round, level, delay).throughput));
+    const best = served.reduce((top, delay) => (typical(delay) > typical(top) ? delay : top));
+    const throughputRatios = rounds.map(
+      (round) => point(round, level, 'auto').throughput / point(round, level, best).throughput,
+    );
+    const autoP99Ms = Math.max(...rounds.map((round) => point(round, level, 'auto').p99Ms));
+    const batch = (delay) => median(rounds.map((round) => point(round, level, delay).averageBatch));
+    return {
+      level,
+      bestStaticDelayUs: best,
+      batches: { auto: batch('auto'), zero: batch(0), best: batch(best) },
+      throughputRatio: median(throughputRatios),
+      throughputRatios,
+      autoP99Ms,
+      zeroP99Ms: Math.max(...rounds.map((round) => point(round, level, 0).p99Ms)),
+    };
+  });
+  const p50Ratios = rounds.map((round) => point(round, 'c=1', 'auto').p50Ms / point(round, 'c=1', 0).p50Ms);
+  // At the highest concurrency every configuration forms the same full batches: how far apart
+  // they land is this machine's noise, the yardstick for the ratios.
+  const top = rounds.flatMap((round) => round.points.filter((p) => p.level === `c=${CONCURRENCY.at(-1)}`));
+  const span = (key) => [Math.min(...top.map((p) => p[key])), Math.max(...top.map((p) => p[key]))];
+  return {
+    name: model.name,
+    label: model.label,
+    maxBatchSize: model.maxBatchSize,
+    inProcess,
+    simulated,
+    rounds,
+    perLevel,
+    p50Ratio: median(p50Ratios),
+    p50Ratios,
+    noise: { level: `c=${CONCURRENCY.at(-1)}`, throughput: span('throughput'), computeMs: span('computeMs') },
+    verdicts: [
+      ...perLevel.map(({ level, throughputRatio }) => ({
+        key: `throughput ${level}`,
+        aim: `≥ ${AIMS.throughputRatio}`,
+        met: throughputRatio >= AIMS.throughputRatio,
+      })),
+      { key: 'p50 c=1', aim: `≤ ${AIMS.p50Ratio}`, met: median(p50Ratios) <= AIMS.p50Ratio },
+      ...perLevel.map(({ level, autoP99Ms }) => ({
+        key: `p99 ${level}`,
+        aim: `≤ ${MAX_LATENCY_MS} ms`,
+        met: autoP99Ms <= MAX_LATENCY_MS,
+      })),
+    ],
+  };
+}
+
+/** T(B) straight on the session, for the c and m the table quotes. */
+async function inProcessFit(model) {
+  const samples = await measureInProcess(model.archive, { rounds: 3, iterations: 5, warmupIterations: 2 });
+  const fit = fitBatchCost(samples);
+  return { c: fit.c, m: fit.m, ceiling: fit.ceiling ?? null };
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'batchserve-adaptive-'));
+const record = resultRecord('adaptive', flags, { settings, models: [] }, ['undici']);
+try {
+  // The client (this process, every thread) keeps off CPU 0, which the servers get.
+  if (settings.pinned) spawnSync('taskset', ['-a', '-p', '-c', '1-1023', String(process.pid)], { stdio: 'ignore' });
+  const models = await packModels(dir);
+  console.log(render.header(record));
+  for (const model of models) {
+    const inProcess = await inProcessFit(model);
+    const simulated = await simulate(model, inProcess);
+    const rounds = [];
+    for (let round = 1; round <= settings.rounds; round++) {
+      rounds.push(await measureRound(model, dir, round));
+      console.log(render.round(rounds.at(-1), model));
+    }
+    const summary = summarize(model, rounds, inProcess, simulated);
+    record.models.push(summary);
+    console.log(render.simulated(summary));
+    console.log(render.summary(summary));
+  }
+  await writeResult(flags.json, record);
+  exitOnMissed(
+    flags,
+    record.models.flatMap(({ name, verdicts }) =>
+      verdicts.map(({ key, aim, met }) => ({ label: `${name} ${key} ${aim}`, met })),
+    ),
+  );
+} finally {
+  await rm(dir, { recursive: true, force: true });
+}

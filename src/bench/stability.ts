@@ -1,0 +1,50 @@
+/**
+ * Why a point is or is not stable. The load generator stops a level once its last windows
+ * agree (load-generator.ts `isStable`); this measures by how much they disagreed, on the same
+ * rule, so a report can say which figure moved instead of a bare "not stable".
+ */
+import type { WindowFigures } from './load-generator.js';
+import type { WindowVariation } from './report-types.js';
+
+/** Over the last `required` full windows: each figure's largest distance from its mean, % of the mean. */
+export function windowVariation(
+  fullWindows: readonly WindowFigures[],
+  required: number,
+  limitPct: number,
+): WindowVariation {
+  const last = fullWindows.slice(-required);
+  return {
+    compared: last.length,
+    required,
+    limitPct,
+    throughputPct: spreadPct(last.map((window) => window.throughput)),
+    p99Pct: spreadPct(last.map((window) => window.p99Ms)),
+  };
+}
+
+function spreadPct(values: readonly number[]): number {
+  if (values.length === 0) return 0;
+  const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
+  if (mean === 0) return 0;
+  return (100 * Math.max(...values.map((value) => Math.abs(value - mean)))) / mean;
+}
+
+/**
+ * The figures that broke the rule, for the table's `stable` column: "p99 ±23%",
+ * "req/s ±14%, p99 ±31%", or "2 of 3 windows" when the run ended before the rule could judge.
+ */
+export function instabilityReason(variation: WindowVariation): string {
+  if (variation.compared < variation.required) return `${variation.compared} of ${variation.required} windows`;
+  const figures: [string, number][] = [
+    ['req/s', variation.throughputPct],
+    ['p99', variation.p99Pct],
+  ];
+  const beyond = figures.filter(([, pct]) => pct > variation.limitPct);
+  // Both within the limit only when the last, cut-short window was judged otherwise by the load
+  // generator: show both figures rather than nothing.
+  return (beyond.length > 0 ? beyond : figures).map(([name, pct]) => `${name} ±${formatPct(pct)}%`).join(', ');
+}
+
+function formatPct(pct: number): string {
+  return pct >= 10 ? pct.toFixed(0) : pct.toFixed(1);
+}
