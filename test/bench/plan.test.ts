@@ -234,7 +234,15 @@ test('bench --plan on a real server: a measured per-replica rate, and replicas a
   assert.equal(run.code, 0, run.stderr);
   const report = JSON.parse(await readFile(json, 'utf8')) as BenchReport;
   const plan = report.plan;
-  assert.ok(plan, `a plan: ${JSON.stringify(report.warnings)}`);
+  if (plan === undefined) {
+    // On a machine too busy to serve even the lowest probe in full there is no plan to check,
+    // and the report must say why rather than print a wrong one.
+    assert.ok(
+      report.warnings.some((warning) => warning.startsWith('no capacity plan: no open-loop rate was served in full')),
+      JSON.stringify(report.warnings),
+    );
+    return;
+  }
   const [search] = plan.searches;
   assert.ok(search && search.probes.length >= 1 && search.probes.length <= 8, JSON.stringify(plan.searches));
   assert.equal(search.sustainedRate, plan.replicaRate);

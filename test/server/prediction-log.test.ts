@@ -172,6 +172,9 @@ test('feedback joins to the logged prediction by id, on both routes, after a res
   const plain = await startTestServer(t, { models: [`plain=${unlogged}`] });
   const off = await call(`${plain.urls.inference}/v2/models/plain/feedback`, { body: '{"id": "x", "value": 1}' });
   assert.deepEqual([off.status, off.body.code], [409, 'BS_ERR_PREDICTION_LOG_OFF']);
+  // Closed here, before the temp folder is removed: a closing server writes its last records.
+  await again.close();
+  await plain.close();
 });
 
 test('a log on a disk that refuses writes loses records, counted, and no request', async (t) => {
