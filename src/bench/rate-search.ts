@@ -1,8 +1,9 @@
 /**
  * The highest open-loop rate a server configuration sustains, found by measuring: rates go up
  * fourfold until one fails, down (by half, or to just under what an overloaded probe served)
- * until one holds, then the gap between the highest that held and the lowest that failed is
- * split geometrically until they are within `resolution` of each other.
+ * until one holds, then the gap between the highest that held and the lowest that failed (or
+ * what an overloaded probe's service allows, if less) is split geometrically until they are
+ * within `resolution` of each other.
  */
 
 export interface RateProbe {
@@ -19,7 +20,10 @@ export interface RateSearchOptions {
   readonly known?: readonly RateProbe[];
   /** Most probes to run. */
   readonly maxProbes: number;
-  /** Stop once the lowest failed rate ÷ the highest sustained one is at most 1 + this. */
+  /**
+   * Stop once the most that could hold (the lowest failed rate, or less when an overloaded
+   * probe served less) ÷ the highest sustained rate is at most 1 + this.
+   */
   readonly resolution: number;
   /**
    * The share of its rate a sustained probe must serve (plan.ts): a server that served X
@@ -61,7 +65,7 @@ export function highestSustained(probes: readonly RateProbe[]): RateProbe | unde
 }
 
 interface Bracket {
-  /** Whether the search is done: highest held and lowest failed are within the resolution. */
+  /** Whether the search is done: the highest rate that held is within the resolution of the most that could. */
   narrow(resolution: number): boolean;
   /** The next rate to probe, given the last one. */
   next(last: number): number;
@@ -76,13 +80,15 @@ function bracketOf(probes: readonly RateProbe[], servedShare: number): Bracket {
   // bounds nothing.
   const served = Math.max(0, ...failures.map((each) => each.throughput));
   const ceiling = served > 0 ? Math.min(failed, served / servedShare) : failed;
+  // The ceiling unless noise put it under a rate that held.
+  const upper = ceiling > held ? ceiling : failed;
   return {
-    narrow: (resolution) => held > 0 && Number.isFinite(failed) && failed / held <= 1 + resolution,
+    narrow: (resolution) => held > 0 && Number.isFinite(upper) && upper / held <= 1 + resolution,
     next(last) {
       if (held === 0 && !Number.isFinite(failed)) return last;
       if (!Number.isFinite(failed)) return held * GROWTH;
       if (held === 0) return Math.min(failed / 2, served > 0 ? BELOW_OVERLOAD * served : Infinity);
-      return Math.sqrt(held * (ceiling > held ? ceiling : failed));
+      return Math.sqrt(held * upper);
     },
   };
 }

@@ -24,6 +24,11 @@ test('a point is sustained when it has no errors, p99 inside the budget and at l
   assert.equal(sustains(at(398, 20), 19.9), false, 'p99 over the budget');
   assert.equal(sustains(at(350, 20), 25), false, 'the server fell behind: 350 of 400 req/s');
   assert.equal(sustains(at(360, 20), 25), true, 'exactly 90 % served');
+  // A short run at a low rate: 18 requests expected in 0.45 s, and Poisson arrivals stray by
+  // about 4, so 13 served is chance, not a server falling behind; 4 is not.
+  const short = (throughput: number): PointResult => ({ ...at(throughput, 20), load: rate(40), durationSeconds: 0.45 });
+  assert.equal(sustains(short(30), 25), true, '13.5 of 18');
+  assert.equal(sustains(short(10), 25), false, '4.5 of 18');
   assert.equal(sustains(at(398, 20, { '503': 1 }), 25), false, 'one error');
   const closed = samplePoint(
     [8, 0, 1],
