@@ -87,12 +87,15 @@ export class GrpcInferenceApi {
   readonly #streams = new Set<OpenStream>();
   readonly #checkToken: (authorization: string | undefined) => void;
   readonly #types: protobuf.Root;
+  /** Looked up once: every ModelInfer message is decoded with it. */
+  readonly #inferRequest: protobuf.Type;
   #draining = false;
 
   constructor(options: GrpcApiOptions) {
     this.#options = options;
     this.#checkToken = bearerCheck(options.token);
     this.#types = inferenceProtocol().types;
+    this.#inferRequest = this.#types.lookupType('inference.ModelInferRequest');
   }
 
   /** The RPC implementations, for `Server.addService`. */
@@ -214,7 +217,7 @@ export class GrpcInferenceApi {
         refuseOversized(raw, model);
         const reservation: QueueReservation = model.reserve();
         try {
-          const message = this.#types.lookupType('inference.ModelInferRequest').decode(raw);
+          const message = this.#inferRequest.decode(raw);
           const prepared = prepareDecoded(decodeGrpcInferRequest(message as ModelInferRequestMessage), model.signature);
           const id = requestId(prepared, metadata);
           tell('x-request-id', id);
