@@ -7,7 +7,8 @@
 //
 // Each round starts a fresh `serve` child per configuration (delays 0, 1ms, 2ms, 5ms, 10ms and
 // auto), all on CPU 0 (taskset, when present), each switched to its delay through the
-// management API, and drives them from CPU 1 with the bench's own sweep (runSweep), one load
+// management API (the auto one loads an archive that already says auto, so it times its
+// batches at load as a deployed model does, not inside the first level), and drives them from CPU 1 with the bench's own sweep (runSweep), one load
 // level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
 // (Poisson) at 80 % of the highest throughput a fixed delay reached at concurrency 64 in that
 // round (at 90 % the rate sat so close to some servers' capacity that their queues ran away). Auto runs first at each level in odd rounds and last in even ones, and every ratio
@@ -16,10 +17,11 @@
 //   auto p50 ÷ delay 0's p50, at concurrency 1                        ≤ 1.05
 //   auto p99, at every load level                                     ≤ max_latency
 // After each level the auto server's learnt line (GET /models/{m}: adaptiveBatching) is kept.
+// The policy alone also runs on a simulated clock (simulated-batcher.js) with the in-process line.
 // Writes benchmarks/results/adaptive.json (see results.js for --quick, --check, --json).
 // Usage: npm run bench:adaptive [-- --quick] [-- --check]
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,7 +57,7 @@ const { runSweep } = await import('../dist/src/bench/sweep.js');
 const { RemoteTarget } = await import('../dist/src/bench/targets.js');
 const { measureInProcess } = await import('../dist/src/bench/in-process.js');
 const { fitBatchCost } = await import('../dist/src/bench/fit.js');
-const { Batcher } = await import('../dist/src/batching/batcher.js');
+const { simulate } = await import('./simulated-batcher.js');
 
 const onCpu0 = (args) => (settings.pinned ? ['taskset', ['-c', '0', ...args]] : [args[0], args.slice(1)]);
 const median = (values) => {
@@ -121,13 +123,33 @@ function run([command, args]) {
   });
 }
 
-/** Both archives, each with intra_op_threads 1 and the adaptive latency budget. */
+/**
+ * Both archives, each with intra_op_threads 1 and the adaptive latency budget, twice: the auto
+ * servers load a copy whose config says `max_queue_delay: auto`, as a user would deploy it, so
+ * they time their batches at load (calibrate-cost.ts) and not inside the first measured level.
+ */
 async function packModels(dir) {
+  const pack = async (name, config, packArgs) => {
+    for (const [variant, delay] of [
+      ['fixed', undefined],
+      ['auto', 'auto'],
+    ]) {
+      const exportPath = join(dir, variant);
+      await mkdir(exportPath, { recursive: true });
+      const batching = { ...config.dynamic_batching, ...(delay ? { max_queue_delay: delay } : {}) };
+      const configFile = join(exportPath, `${name}.yaml`);
+      await writeFile(configFile, stringify({ ...config, dynamic_batching: batching }));
+      await run([process.execPath, [bin, ...packArgs(exportPath, configFile)]]);
+    }
+    return { archive: join(dir, 'fixed', `${name}.mar`), autoArchive: join(dir, 'auto', `${name}.mar`) };
+  };
+
   const demoConfig = parse(await readFile(join(DEMO_EXAMPLES, 'model-config.yaml'), 'utf8'));
   demoConfig.runtime = { ...demoConfig.runtime, intra_op_threads: 1 };
   demoConfig.dynamic_batching = { ...demoConfig.dynamic_batching, max_latency: `${MAX_LATENCY_MS}ms` };
-  await writeFile(join(dir, 'orientation.yaml'), stringify(demoConfig));
-  await run([process.execPath, [bin, ...demoPackArgs({ exportPath: dir, configFile: join(dir, 'orientation.yaml') })]]);
+  const demo = await pack('orientation', demoConfig, (exportPath, configFile) =>
+    demoPackArgs({ exportPath, configFile }),
+  );
 
   await writeFile(join(dir, 'cost.onnx'), costModel());
   const costConfig = {
@@ -135,24 +157,13 @@ async function packModels(dir) {
     dynamic_batching: { max_latency: `${MAX_LATENCY_MS}ms` },
     runtime: { graph_optimization_level: 'disabled', intra_op_threads: 1 },
   };
-  await writeFile(join(dir, 'cost.yaml'), stringify(costConfig));
-  await run([
-    process.execPath,
-    [bin, 'model-archive', 'pack', '--model-name', 'cost', '--serialized-file', join(dir, 'cost.onnx')].concat([
-      '--config-file',
-      join(dir, 'cost.yaml'),
-      '--export-path',
-      dir,
-    ]),
+  const cost = await pack('cost', costConfig, (exportPath, configFile) => [
+    ...['model-archive', 'pack', '--model-name', 'cost', '--serialized-file', join(dir, 'cost.onnx')],
+    ...['--config-file', configFile, '--export-path', exportPath],
   ]);
   return [
-    {
-      name: 'orientation',
-      label: 'demo orientation classifier',
-      archive: join(dir, 'orientation.mar'),
-      maxBatchSize: 32,
-    },
-    { name: 'cost', label: 'cost model', archive: join(dir, 'cost.mar'), maxBatchSize: 16 },
+    { name: 'orientation', label: 'demo orientation classifier', ...demo, maxBatchSize: 32 },
+    { name: 'cost', label: 'cost model', ...cost, maxBatchSize: 16 },
   ];
 }
 
@@ -164,7 +175,7 @@ async function serve(model, dir, delay) {
     bin,
     'serve',
     '--models',
-    `${model.name}=${model.archive}`,
+    `${model.name}=${delay === 'auto' ? model.autoArchive : model.archive}`,
     ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'],
     ...['--key-file', keyFile, '--log-level', 'error'],
   ]);
@@ -233,104 +244,6 @@ async function measureLevel(server, model, delay, level) {
     errors: point.errorCount,
     ...learnt,
   };
-}
-
-/** A client's round trip outside the batcher in the simulation (HTTP, decode, encode), ms. */
-const SIMULATED_ROUND_TRIP_MS = 0.5;
-const SIMULATED_SECONDS = 3;
-
-/**
- * One closed loop on a simulated clock: the server's own Batcher, one instance whose pass takes
- * exactly c + m·B, and `concurrency` clients that send again a round trip after each answer.
- * No HTTP, no other load, no noise: what the batching policy alone does with that cost line.
- */
-async function simulateClosedLoop({ c, m }, maxBatchSize, delay, concurrency) {
-  let now = 0;
-  let order = 0;
-  const timers = [];
-  const clock = {
-    now: () => now,
-    setTimeout(callback, ms) {
-      // A nanosecond at least: a delay that ends at `oldest + delay` exactly can compare as not
-      // quite over after rounding, and a clock that did not move would ask again forever.
-      const timer = { at: now + Math.max(1e-6, ms), order: order++, callback, live: true };
-      timers.push(timer);
-      return timer;
-    },
-    clearTimeout(timer) {
-      if (timer) timer.live = false;
-    },
-  };
-  const runner = {
-    id: 'simulated',
-    device: 'cpu',
-    run: (requests) =>
-      new Promise((resolve) => {
-        const timings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
-        clock.setTimeout(() => resolve({ responses: requests.map(() => null), timings }), c + m * requests.length);
-      }),
-  };
-  let fit;
-  const batcher = new Batcher(
-    [runner],
-    {
-      maxBatchSize,
-      maxQueueDelayUs: delay === 'auto' ? 0 : delay,
-      ...(delay === 'auto' ? { adaptive: { maxLatencyUs: MAX_LATENCY_MS * 1000 } } : {}),
-      preferredBatchSizes: [],
-      maxQueueSize: 1 << 20,
-      defaultTimeoutUs: 0,
-      priorityLevels: 1,
-    },
-    { fitChanged: (line) => (fit = line) },
-    clock,
-  );
-  const measureFrom = 1000;
-  const sizes = new Map();
-  let answered = 0;
-  const send = () =>
-    clock.setTimeout(async () => {
-      const { batchRows } = await batcher.submit({}, { rows: 1, shapeKey: 'x' });
-      clock.setTimeout(() => {
-        if (now >= measureFrom) {
-          answered += 1;
-          sizes.set(batchRows, (sizes.get(batchRows) ?? 0) + 1);
-        }
-        send();
-      }, SIMULATED_ROUND_TRIP_MS / 2);
-    }, SIMULATED_ROUND_TRIP_MS / 2);
-  for (let client = 0; client < concurrency; client++) send();
-  for (;;) {
-    timers.sort((a, b) => a.at - b.at || a.order - b.order);
-    const timer = timers.shift();
-    if (!timer || timer.at > SIMULATED_SECONDS * 1000) break;
-    if (!timer.live) continue;
-    now = timer.at;
-    timer.callback();
-    // Every promise the callback settled runs before the next timer, as on a real event loop.
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  // Each answer saw its batch's size: a batch of B rows was seen B times.
-  const batches = [...sizes].reduce((sum, [size, count]) => sum + count / size, 0);
-  return {
-    delay,
-    level: `c=${concurrency}`,
-    throughput: answered / (SIMULATED_SECONDS - measureFrom / 1000),
-    averageBatch: answered / batches,
-    batchSizes: [...sizes.keys()].sort((a, b) => a - b),
-    ...(fit ? { fitTrusted: fit.trusted, fitReason: fit.reason ?? null } : {}),
-  };
-}
-
-/** Every configuration at every closed-loop level on the simulated clock. */
-async function simulate(model, inProcess) {
-  const points = [];
-  for (const concurrency of CONCURRENCY) {
-    for (const delay of [...STATIC_DELAYS_US, 'auto']) {
-      points.push(await simulateClosedLoop(inProcess, model.maxBatchSize, delay, concurrency));
-    }
-  }
-  return { roundTripMs: SIMULATED_ROUND_TRIP_MS, seconds: SIMULATED_SECONDS, points };
 }
 
 /**
@@ -437,7 +350,13 @@ try {
   console.log(render.header(record));
   for (const model of models) {
     const inProcess = await inProcessFit(model);
-    const simulated = await simulate(model, inProcess);
+    // The policy alone on the in-process line, closed loops and the open loop (simulated-batcher.js).
+    const simulated = await simulate(inProcess, model.maxBatchSize, {
+      delays: STATIC_DELAYS_US,
+      concurrency: CONCURRENCY,
+      rateShare: RATE_SHARE,
+      maxLatencyMs: MAX_LATENCY_MS,
+    });
     const rounds = [];
     for (let round = 1; round <= settings.rounds; round++) {
       rounds.push(await measureRound(model, dir, round));

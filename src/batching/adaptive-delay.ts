@@ -9,39 +9,60 @@ export interface WaitQuestion {
   readonly freeInstances: number;
   /** How long the oldest queued request has waited, ms. */
   readonly oldestWaitMs: number;
-  /** The expected wait for the next row, ms. */
+  /** The expected wait for the next row of the stream of arrivals (its mean gap), ms. */
   readonly gapMs: number;
+  /** Rows answered a moment ago whose clients are expected back (a closed loop), and in how long, ms. */
+  readonly returningRows: number;
+  readonly returningInMs: number;
   /** Latency budget: the oldest request's expected completion may not pass it, ms. */
   readonly maxLatencyMs: number;
   readonly fit: CostFit;
 }
 
 /**
- * Whether to hold the batch for the next row rather than dispatch it now, and for how long.
+ * Whether to hold the batch for rows about to arrive rather than dispatch it now, and for how
+ * long.
  *
- * With q rows queued, one instance free, a batch costing T(B) = c + m·B and the next row
- * expected in Δ: dispatching now finishes the q rows at T(q), and the newcomer, arriving at Δ,
- * queues behind them for max(0, T(q) − Δ) and then runs alone in T(1). Waiting runs all q + 1
- * together at Δ, finishing at Δ + T(q + 1). Summed over the rows, waiting costs each queued
- * row Δ + m (the wait, and one more row in its batch) and the newcomer q·m (a larger batch),
- * and saves the newcomer its queueing, max(0, T(q) − Δ). Waiting lowers the total when
+ * The cost of a row is the instance time it takes: a batch of B costs T(B)/B = c/B + m a row.
+ * With q rows queued and one instance free, waiting Δ for k more rows holds the instance idle
+ * for Δ — what the wait costs the rows already queued, and instance time nobody else gets — and
+ * then runs q + k together; not waiting runs q now and leaves the k to a later batch. Waiting
+ * pays when it lowers the instance time per row of the q + k rows. What the k would cost left
+ * behind depends on where they come from, so two expectations are asked, in this order:
  *
- *     q·(Δ + 2m) < c + q·m − Δ,   that is   Δ < (c − q·m) / (q + 1).
+ *  - Rows owed back (a closed loop; returning-rows.ts): the rows of the batch just answered,
+ *    due within Δ. Left behind they are all that is coming, so they run as a batch of their own:
+ *        (Δ + T(q + k))/(q + k) < (T(q) + T(k))/(q + k)   ⇔   Δ < c,
+ *    m cancelling since every row costs m either way. k = min(rows owed, room in the batch).
+ *  - The stream (arrival-rate.ts): left behind, the next row joins the next batch, which forms
+ *    while this one runs and costs about what this one does a row, T(q)/q. Waiting Δ = k·gap
+ *    for k rows pays when
+ *        (k·gap + T(q + k))/(q + k) < T(q)/q   ⇔   gap < c/q,
+ *    whatever k: wait one gap while fewer rows are queued than arrive during one fixed cost
+ *    (q < c·λ). Below that rate the batch of q keeps up with arrivals on its own and waiting
+ *    only adds latency: at low load auto is delay 0.
  *
- * So the policy waits only while the fixed cost is large next to what the queued rows already
- * cost (q·m < c) and rows come faster than that break-even gap; with another instance free the
- * newcomer would not queue, so it dispatches. It never waits past the point where the oldest
- * request, waiting Δ more and then running a batch of q + 1, would end after `maxLatencyMs`.
- * Each wait is one expected gap; when it ends the question is asked again with what arrived.
+ * With c = 4.8 ms, m = 0.55 ms and rows 1 ms apart, it waits with 3 queued (1 < 4.8/3 = 1.6) and
+ * goes with 5 (1 > 0.96); 12 rows of a closed loop due back in 2 ms are worth the wait (2 < 4.8).
+ * It never waits when the batch is full or another instance is free (newcomers would not
+ * queue), and never when the oldest request, waiting Δ more and then running a batch of q + k,
+ * would end after `maxLatencyMs`. Every arrival and the end of each wait asks again.
  *
  * Returns the ms to wait, or 0 to dispatch now. Untrusted fits dispatch now (delay 0).
  */
 export function adaptiveWaitMs(question: WaitQuestion): number {
-  const { queuedRows: q, fit, gapMs, oldestWaitMs, maxLatencyMs } = question;
-  if (!fit.trusted || q >= question.maxBatchSize || question.freeInstances > 1) return 0;
+  const { queuedRows: q, maxBatchSize, fit, oldestWaitMs, maxLatencyMs } = question;
+  if (!fit.trusted || q >= maxBatchSize || question.freeInstances > 1) return 0;
   const { c, m } = fit;
-  const breakEven = (c - q * m) / (q + 1);
-  if (!(gapMs < breakEven)) return 0;
-  const finishesBy = oldestWaitMs + gapMs + c + m * (q + 1);
-  return finishesBy <= maxLatencyMs ? gapMs : 0;
+  const inBudget = (k: number, waitMs: number): boolean => oldestWaitMs + waitMs + c + m * (q + k) <= maxLatencyMs;
+  const returning = Math.min(question.returningRows, maxBatchSize - q);
+  const returningInMs = question.returningInMs;
+  if (returning > 0 && returningInMs < c && inBudget(returning, returningInMs)) {
+    return Math.max(MIN_WAIT_MS, returningInMs);
+  }
+  const { gapMs } = question;
+  return gapMs < c / q && inBudget(1, gapMs) ? Math.max(MIN_WAIT_MS, gapMs) : 0;
 }
+
+/** A wait is at least this long, so rows expected "now" (a burst) get a moment to come. */
+const MIN_WAIT_MS = 0.01;

@@ -1,28 +1,37 @@
-/** Recent gaps the estimate rests on. */
-const GAPS = 16;
+/** Recent requests the estimate rests on. */
+const ARRIVALS = 16;
 
 /**
- * How often rows arrive, as the expected gap between one row and the next: the median of the
- * last 16 gaps between requests, each divided by the request's rows. A median, because one
- * long silence (the night, a client restarting) is one gap among sixteen and must not make a
- * busy minute after it look quiet; a lasting change of load moves it within eight requests.
+ * How often rows arrive, as the expected gap between one row and the next: the time the last
+ * 16 requests took to arrive, divided by their rows — the mean, not the median, because in a
+ * closed loop arrivals come in bursts (most gaps near zero, one long one per batch) and only
+ * the mean counts the long gap for what it costs; for Poisson arrivals the mean is also the
+ * unbiased one (the median gap is 0.69 of it). One long silence (the night, a client
+ * restarting) leaves the window after sixteen requests.
  */
 export class ArrivalRate {
-  readonly #gaps = new Float64Array(GAPS);
-  readonly #sorted = new Float64Array(GAPS);
+  readonly #times = new Float64Array(ARRIVALS);
+  readonly #rows = new Float64Array(ARRIVALS);
   #count = 0;
   #next = 0;
-  #lastArrival = -Infinity;
-  #medianGapMs = Infinity;
+  /** Rows of every request in the window but its oldest. */
+  #rowsAfterOldest = 0;
+  #meanGapMs = Infinity;
 
   arrived(now: number, rows: number): void {
-    if (this.#lastArrival !== -Infinity) {
-      this.#gaps[this.#next] = Math.max(0, now - this.#lastArrival) / Math.max(1, rows);
-      this.#next = (this.#next + 1) % GAPS;
-      this.#count = Math.min(this.#count + 1, GAPS);
-      this.#medianGapMs = this.#median();
+    if (this.#count === ARRIVALS) {
+      // The oldest leaves; the one after it becomes the oldest, its rows no longer counted.
+      const second = (this.#next + 1) % ARRIVALS;
+      this.#rowsAfterOldest -= this.#rows[second] as number;
+    } else {
+      this.#count += 1;
     }
-    this.#lastArrival = now;
+    this.#times[this.#next] = now;
+    this.#rows[this.#next] = rows;
+    if (this.#count > 1) this.#rowsAfterOldest += rows;
+    this.#next = (this.#next + 1) % ARRIVALS;
+    const oldest = this.#times[this.#count === ARRIVALS ? this.#next : 0] as number;
+    this.#meanGapMs = this.#count > 1 ? Math.max(0, now - oldest) / Math.max(1, this.#rowsAfterOldest) : Infinity;
   }
 
   /**
@@ -31,16 +40,7 @@ export class ArrivalRate {
    * wait for partners that are not coming ends by itself.
    */
   expectedGapMs(now: number): number {
-    return Math.max(this.#medianGapMs, now - this.#lastArrival);
-  }
-
-  #median(): number {
-    const sorted = this.#sorted.subarray(0, this.#count);
-    sorted.set(this.#gaps.subarray(0, this.#count));
-    sorted.sort();
-    const middle = this.#count >> 1;
-    return this.#count % 2 === 1
-      ? (sorted[middle] as number)
-      : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+    const last = this.#count === 0 ? -Infinity : (this.#times[(this.#next + ARRIVALS - 1) % ARRIVALS] as number);
+    return Math.max(this.#meanGapMs, now - last);
   }
 }

@@ -6,6 +6,7 @@ import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
 import { OnlineCostFit, type CostFit } from './cost-fit.js';
+import { ReturningRows } from './returning-rows.js';
 
 export interface BatchingPolicy {
   /** Most rows in one forward pass; 0 = the model does not batch (one request per pass). */
@@ -59,16 +60,19 @@ export interface BatcherObserver {
   /** Rows queued plus rows in a running batch: the autoscaling signal. */
   pendingChanged?(pendingRows: number): void;
   busyChanged?(busy: number, total: number): void;
-  /** Adaptive batching refitted T(B) = c + m·B for a shape of requests; `waitMs` is its latest wait. */
+  /** Adaptive batching refitted T(B) = c + m·B for a shape of requests (every few batches); `waitMs` is its latest wait. */
   fitChanged?(fit: CostFit, waitMs: number): void;
 }
 
-/** What the batcher learns of one shape of requests: its cost line and its arrival rate. */
+/** What the batcher learns of one shape of requests: its cost line, its arrival rate, the rows owed back. */
 interface ShapeLearning {
   readonly fit: OnlineCostFit;
   readonly arrivals: ArrivalRate;
+  readonly returning: ReturningRows;
   /** The wait last chosen for this shape, ms. */
   waitMs: number;
+  /** The line last told to the observer: it hears of a refit, not of every batch. */
+  reported: CostFit | undefined;
 }
 
 /** Shapes whose learning is kept; the least recently used goes past it. */
@@ -131,6 +135,11 @@ export class Batcher {
   #wakeTimer: unknown;
   #wakeAt = Infinity;
   #drainWaiters: (() => void)[] = [];
+  /** Work waiting for an instance of its own (`exclusive`), served before any batch. */
+  #exclusiveWaiters: ((runner: BatchRunner) => void)[] = [];
+  /** Batches timed at load (`seedCost`): every shape's cost line starts from them. */
+  readonly #seeds: { rows: number; ms: number }[] = [];
+  readonly #seedFit = new OnlineCostFit();
   /** Set while draining: queued requests go at once instead of waiting for fuller batches. */
   #flushing = false;
   readonly #observer: BatcherObserver;
@@ -202,7 +211,11 @@ export class Batcher {
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
     return new Promise<SubmitResult>((resolve, reject) => {
       const group = this.#groupFor(options.shapeKey);
-      group.learning.arrivals.arrived(this.#clock.now(), options.rows);
+      if (policy.adaptive) {
+        const now = this.#clock.now();
+        group.learning.arrivals.arrived(now, options.rows);
+        group.learning.returning.arrived(now, options.rows);
+      }
       const pending: Pending = {
         request,
         rows: options.rows,
@@ -266,6 +279,43 @@ export class Batcher {
     return done;
   }
 
+  /**
+   * A batch of `rows` timed at load (as the batcher times its own, `batchCostMs`):
+   * the prior of every shape's cost line, so `max_queue_delay: auto` can steer from the first
+   * request (cost-fit.ts keeps it for sizes live traffic has not run).
+   */
+  seedCost(rows: number, ms: number): void {
+    this.#seeds.push({ rows, ms });
+    this.#seedFit.seed(rows, ms);
+    for (const learning of this.#learned.values()) learning.fit.seed(rows, ms);
+  }
+
+  /** The line the seeded batches alone make: what every shape starts from. */
+  get seededFit(): CostFit {
+    return this.#seedFit.current();
+  }
+
+  /**
+   * Runs `work` on an instance no batch uses meanwhile: it waits for one to be free, takes it
+   * before any queued batch, and gives it back when `work` settles. For timing batches on a
+   * model that is already serving.
+   */
+  async exclusive<T>(work: (runner: BatchRunner) => Promise<T>): Promise<T> {
+    const runner = await new Promise<BatchRunner>((resolve) => {
+      this.#exclusiveWaiters.push(resolve);
+      this.#schedule();
+    });
+    this.#running += 1;
+    try {
+      return await work(runner);
+    } finally {
+      this.#running -= 1;
+      if (this.#runners.includes(runner)) this.#idle.push(runner);
+      this.#notifyIfDrained();
+      this.#schedule();
+    }
+  }
+
   #groupFor(shapeKey: string): ShapeGroup {
     let group = this.#groups.get(shapeKey);
     if (!group) {
@@ -281,7 +331,14 @@ export class Batcher {
       // Most recently used last, so the first key is the one to forget.
       this.#learned.delete(shapeKey);
     } else {
-      learning = { fit: new OnlineCostFit(), arrivals: new ArrivalRate(), waitMs: 0 };
+      learning = {
+        fit: new OnlineCostFit(),
+        arrivals: new ArrivalRate(),
+        returning: new ReturningRows(),
+        waitMs: 0,
+        reported: undefined,
+      };
+      for (const { rows, ms } of this.#seeds) learning.fit.seed(rows, ms);
       if (this.#learned.size >= LEARNED_SHAPES) this.#learned.delete(this.#learned.keys().next().value as string);
     }
     this.#learned.set(shapeKey, learning);
@@ -307,6 +364,9 @@ export class Batcher {
   }
 
   #schedule(): void {
+    while (this.#exclusiveWaiters.length > 0 && this.#idle.length > 0) {
+      (this.#exclusiveWaiters.shift() as (runner: BatchRunner) => void)(this.#idle.shift() as BatchRunner);
+    }
     const now = this.#clock.now();
     let nextWake = Infinity;
     const groups = [...this.#groups.entries()]
@@ -356,6 +416,8 @@ export class Batcher {
       freeInstances: this.#idle.length,
       oldestWaitMs,
       gapMs: learning.arrivals.expectedGapMs(now),
+      returningRows: learning.returning.owedRows(now),
+      returningInMs: learning.returning.dueInMs(now),
       maxLatencyMs: adaptive.maxLatencyUs / 1000,
       fit: learning.fit.current(),
     });
@@ -413,7 +475,11 @@ export class Batcher {
     const rows = batch.reduce((total, pending) => total + pending.rows, 0);
     try {
       const { responses, timings } = await runner.run(batch.map((pending) => pending.request));
-      this.#learnCost((batch[0] as Pending).group.learning, rows, this.#clock.now() - dispatchedAt);
+      this.#learnCost(
+        (batch[0] as Pending).group.learning,
+        rows,
+        batchCostMs(timings, this.#clock.now() - dispatchedAt),
+      );
       this.#observer.batchExecuted?.(rows, timings, runner.id);
       batch.forEach((pending, index) =>
         this.#finish(
@@ -446,15 +512,24 @@ export class Batcher {
     }
   }
 
-  /** Feeds the shape's cost line with a batch's run time (the whole instance round trip, as a request sees it). */
+  /** Feeds the shape's cost line with a batch's cost and owes its rows back (a closed loop's clients return with them). */
   #learnCost(learning: ShapeLearning, rows: number, ms: number): void {
     if (this.#policy.adaptive === undefined) return;
     learning.fit.add(rows, ms);
-    this.#observer.fitChanged?.(learning.fit.current(), learning.waitMs);
+    learning.returning.answered(this.#clock.now(), rows);
+    const fit = learning.fit.current();
+    if (fit === learning.reported) return;
+    learning.reported = fit;
+    this.#observer.fitChanged?.(fit, learning.waitMs);
   }
 
+  /** A runner answers one request of a batch with an Error (a pipeline step failed it): that request fails alone. */
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
+    if (result.response instanceof Error) {
+      pending.reject(result.response);
+      return;
+    }
     pending.resolve({ ...result, queueNs: Math.round((dispatchedAt - pending.enqueuedAt) * 1e6) });
   }
 
@@ -486,6 +561,17 @@ export class Batcher {
     this.#flushing = false;
     for (const resolve of waiters) resolve();
   }
+}
+
+/**
+ * What a batch cost the instance, ms: its compute time (preprocess, forward pass, postprocess,
+ * as the instance timed them), else its round trip. Not the round trip when compute is known:
+ * on a worker thread that also holds the main thread's wait to pick the answer up, which under
+ * many connections is noise that does not grow with the batch and would sink the fit's R².
+ */
+export function batchCostMs(timings: BatchTimings, roundTripMs: number): number {
+  const computeNs = timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs;
+  return computeNs > 0 ? computeNs / 1e6 : roundTripMs;
 }
 
 function effectiveTimeout(defaultUs: number, requestedUs: number | undefined): number {

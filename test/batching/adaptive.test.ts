@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { adaptiveWaitMs, type WaitQuestion } from '../../src/batching/adaptive-delay.js';
 import { ArrivalRate } from '../../src/batching/arrival-rate.js';
+import { batchCostMs } from '../../src/batching/batcher.js';
 import { OnlineCostFit, type CostFit } from '../../src/batching/cost-fit.js';
+import { ReturningRows } from '../../src/batching/returning-rows.js';
+import type { BatchTimings, HandlerRequest } from '../../src/core/request.js';
 import { GatedRunner, settle, setup } from './harness.js';
 
 const TRUSTED: CostFit = { c: 5, m: 0.5, r2: 1, sizes: 4, trusted: true, reason: undefined };
@@ -13,22 +16,51 @@ const ask = (question: Partial<WaitQuestion>): number =>
     freeInstances: 1,
     oldestWaitMs: 0,
     gapMs: 1,
+    returningRows: 0,
+    returningInMs: 0,
     maxLatencyMs: 1_000,
     fit: TRUSTED,
     ...question,
   });
 
-test('the wait rule: hold for the next row only while Δ < (c − q·m)/(q + 1), one free instance, inside the budget', () => {
-  // c = 5, m = 0.5: break-even gaps 2.25 ms (q = 1), 1.33 (q = 2), 0.875 (q = 3), 0.6 (q = 4).
+test('the wait rule: rows owed back while Δ < c, the stream while gap < c/q; one free instance, inside the budget', () => {
+  // c = 5: the stream pays while the gap is under c/q: 5 ms at q = 1, 2.5 at q = 2, 1.25 at q = 4.
   assert.equal(ask({ gapMs: 1 }), 1, 'q = 1, rows 1 ms apart: wait one gap');
-  assert.equal(ask({ gapMs: 2.2 }), 2.2);
-  assert.equal(ask({ gapMs: 2.3 }), 0, 'just past break-even: dispatch');
-  assert.equal(ask({ queuedRows: 3, gapMs: 1 }), 0, 'q = 3 already amortises most of c');
-  assert.equal(ask({ queuedRows: 10, gapMs: 0.01 }), 0, 'q·m ≥ c: never wait');
+  assert.equal(ask({ gapMs: 4.9 }), 4.9);
+  assert.equal(ask({ gapMs: 5.1 }), 0, 'past break-even (fewer rows arrive during c than are queued): dispatch');
+  assert.equal(ask({ queuedRows: 4, gapMs: 1.2 }), 1.2);
+  assert.equal(ask({ queuedRows: 4, gapMs: 1.3 }), 0, 'q = 4 already amortises c at this rate');
   assert.equal(ask({ queuedRows: 8, gapMs: 0.01 }), 0, 'a full batch goes');
   assert.equal(ask({ freeInstances: 2 }), 0, 'another instance is free: the newcomer would not queue');
-  assert.equal(ask({ maxLatencyMs: 7.9, oldestWaitMs: 1 }), 0, '1 + 1 + 5 + 1 = 8 ms would pass a 7.9 ms budget');
+  assert.equal(ask({ gapMs: 0 }), 0.01, 'a burst: rows due now get a moment to come');
+  // Rows owed back (a closed loop): k = min(owed, room), Δ = when they are due; pays while Δ < c.
+  assert.equal(ask({ queuedRows: 4, gapMs: Infinity, returningRows: 4, returningInMs: 0.5 }), 0.5);
+  assert.equal(
+    ask({ queuedRows: 4, gapMs: Infinity, returningRows: 4, returningInMs: 4.9 }),
+    4.9,
+    '4.9 < c = 5: a batch of their own would cost more than the wait',
+  );
+  assert.equal(
+    ask({ queuedRows: 4, gapMs: Infinity, returningRows: 40, returningInMs: 5.1 }),
+    0,
+    '5.1 ms > c: a batch of their own is cheaper than the wait',
+  );
+  assert.equal(
+    ask({ queuedRows: 7, gapMs: Infinity, returningRows: 40, returningInMs: 0.5, maxLatencyMs: 9.6 }),
+    0.5,
+    'only one of the 40 fits: the budget is checked for a batch of 8 (0.5 + 5 + 4 = 9.5 ms), not of 47',
+  );
+  assert.equal(
+    ask({ maxLatencyMs: 7.9, oldestWaitMs: 1 }),
+    0,
+    '1 waited + 1 gap + 5 + 0.5·2 = 8 ms would pass a 7.9 ms budget',
+  );
   assert.equal(ask({ maxLatencyMs: 8, oldestWaitMs: 1 }), 1, 'exactly on budget is inside it');
+  assert.equal(
+    ask({ returningRows: 7, returningInMs: 1, maxLatencyMs: 9, gapMs: 10 }),
+    0,
+    'waiting for 7 owed rows: 1 + 5 + 0.5·8 = 10 ms passes 9',
+  );
   assert.equal(
     ask({ fit: { ...TRUSTED, trusted: false, reason: 'R² 0.5 below 0.8' } }),
     0,
@@ -73,78 +105,95 @@ test('OnlineCostFit: recovers c and m, shrugs off outliers, says why it is not t
   assert.ok(Math.abs(drifted.c - 10) < 0.1 && Math.abs(drifted.m - 1) < 0.02, JSON.stringify(drifted));
 });
 
-test('ArrivalRate: the median gap per row; one long silence does not count, silence now does', () => {
+test('OnlineCostFit: batches timed at load make a trusted line at once and stand in for sizes live traffic lacks', () => {
+  const fit = new OnlineCostFit();
+  for (let round = 0; round < 3; round++) for (const rows of [1, 8, 16]) fit.seed(rows, 5 + 0.5 * rows);
+  const seeded = fit.current();
+  assert.equal(seeded.trusted, true, JSON.stringify(seeded));
+  assert.ok(Math.abs(seeded.c - 5) < 1e-9 && Math.abs(seeded.m - 0.5) < 1e-9);
+  assert.equal(fit.current(), seeded, 'no new batch: the same line, not refitted');
+  // Live batches of one size only (a closed loop at full batches): that size is live, the others seeded.
+  for (let index = 0; index < 300; index++) fit.add(16, 15);
+  const live = fit.current();
+  assert.equal(live.trusted, true, 'still three sizes');
+  assert.ok(
+    Math.abs(live.c + live.m * 16 - 15) < 0.5,
+    `the line passes near the live 15 ms at 16: ${JSON.stringify(live)}`,
+  );
+  // One batch of a new size at a busy moment (1.5 times its cost) has one say in eight.
+  fit.add(5, 1.5 * (5 + 0.5 * 5));
+  const noisy = fit.current();
+  assert.equal(noisy.trusted, true, `a size seen once does not sink R²: ${JSON.stringify(noisy)}`);
+});
+
+test('a batch costs its compute time as the instance reports it, else its round trip', () => {
+  assert.equal(batchCostMs({ computeInputNs: 1e6, computeInferNs: 2e6, computeOutputNs: 0 }, 9), 3);
+  assert.equal(batchCostMs({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, 9), 9);
+});
+
+test('ArrivalRate: the mean gap per row over the last 16 requests; silence now counts', () => {
   const rate = new ArrivalRate();
   assert.equal(rate.expectedGapMs(0), Infinity, 'nothing known yet');
   for (let at = 0; at <= 100; at += 2) rate.arrived(at, 1);
   assert.equal(rate.expectedGapMs(100), 2);
-  rate.arrived(1_100, 1);
-  for (let at = 1_101; at <= 1_105; at += 1) rate.arrived(at, 1);
-  assert.equal(rate.expectedGapMs(1_105), 2, 'a second of night is one gap of sixteen');
-  for (let at = 1_106; at <= 1_120; at += 1) rate.arrived(at, 4);
-  assert.equal(rate.expectedGapMs(1_120), 0.25, 'four rows a millisecond now');
-  assert.equal(rate.expectedGapMs(1_150), 30, '30 ms of silence: the rate is lower than the median says');
+  for (let at = 101; at <= 120; at += 1) rate.arrived(at, 4);
+  assert.equal(rate.expectedGapMs(120), 0.25, 'four rows a millisecond now');
+  assert.equal(rate.expectedGapMs(150), 30, '30 ms of silence: the rate is lower than the window says');
+  // A closed loop of 4: bursts of 4 at once, 8 ms apart. The median gap would be 0; the mean counts the silences.
+  const bursts = new ArrivalRate();
+  for (let cycle = 0; cycle < 8; cycle++) for (let client = 0; client < 4; client++) bursts.arrived(cycle * 8, 1);
+  assert.equal(bursts.expectedGapMs(56), 24 / 15, 'the window: 3 cycles of 8 ms over the 15 rows after the oldest');
 });
 
-/** A batcher whose runner takes T(B) = 5 + 0.5·B ms of fake time, taught B = 1, 2, 4 and 8. */
-async function taught(policy: { maxLatencyUs?: number } = {}) {
-  const runner = new GatedRunner('i0');
+test('ReturningRows: answered rows are owed back until due, and the debt lapses when overdue', () => {
+  const returning = new ReturningRows();
+  returning.answered(0, 4);
+  assert.equal(returning.owedRows(0), 0, 'no return delay seen yet: nothing expected');
+  for (let client = 0; client < 4; client++) returning.arrived(0.5, 1);
+  returning.answered(10, 4);
+  assert.equal(returning.owedRows(10), 4);
+  // Due at 10 + 0.5 · 1.25 + 0.05 = 10.675.
+  assert.ok(Math.abs(returning.dueInMs(10) - 0.675) < 1e-9);
+  returning.arrived(10.5, 3);
+  assert.equal(returning.owedRows(10.5), 1, 'three came back');
+  assert.equal(returning.owedRows(10.7), 0, 'the last one is overdue: not waited for');
+  returning.answered(20, 2);
+  assert.equal(returning.owedRows(20), 2, 'the lapsed debt is forgotten, the new one counts');
+});
+
+/** A gated instance that reports the compute time T(B) = 5 + 0.5·B ms, as a real one reports its own. */
+class CostRunner extends GatedRunner {
+  override async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
+    const { responses } = await super.run(requests);
+    return {
+      responses,
+      timings: { computeInputNs: 0, computeInferNs: (5 + 0.5 * requests.length) * 1e6, computeOutputNs: 0 },
+    };
+  }
+}
+
+/** A batcher whose cost line is seeded as at load with T(B) = 5 + 0.5·B, and a gated instance. */
+function seeded(policy: { maxLatencyUs?: number } = {}) {
+  const runner = new CostRunner('i0');
+  const fits: CostFit[] = [];
   const harness = setup(
     { maxBatchSize: 8, maxQueueDelayUs: 0, adaptive: { maxLatencyUs: policy.maxLatencyUs ?? 1_000_000 } },
     [runner],
+    { fitChanged: (fit) => fits.push(fit) },
   );
+  for (let round = 0; round < 3; round++) for (const rows of [1, 4, 8]) harness.batcher.seedCost(rows, 5 + 0.5 * rows);
+  /** Lets the running batch finish after its T(B) of fake time. */
   const run = async (): Promise<void> => {
     await settle();
-    const batch = runner.batches.at(-1) as number[];
-    harness.fake.tick(5 + 0.5 * batch.length);
+    harness.fake.tick(5 + 0.5 * (runner.batches.at(-1) as number[]).length);
     runner.release();
     await settle();
   };
-  for (let round = 0; round < 8; round++) {
-    for (const size of [1, 2, 4, 8]) {
-      // The instance is busy with a 1-row batch while `size` rows queue; then they go together.
-      const blocker = harness.submit(0);
-      await settle();
-      const rows = Array.from({ length: size }, (_, index) => harness.submit(index + 1));
-      harness.fake.tick(5.5);
-      runner.release();
-      await blocker;
-      await run();
-      await Promise.all(rows);
-    }
-  }
-  // Far from the teaching burst, so the arrival rate is the test's own.
-  harness.fake.tick(1_000);
-  let released = runner.batches.length;
-  runner.batches.length = 0;
-  released = 0;
-  /**
-   * Rows 1 ms apart while the instance is busy teach the arrival rate; then every batch is let
-   * go, 1 ms of fake time each, so little silence follows the burst.
-   */
-  const burst = async (): Promise<void> => {
-    const blocker = harness.submit(-1);
-    await settle();
-    for (let index = 0; index < 20; index++) {
-      void harness.submit(100 + index);
-      harness.fake.tick(1);
-    }
-    await settle();
-    while (released < runner.batches.length) {
-      harness.fake.tick(1);
-      runner.release();
-      released += 1;
-      await settle();
-    }
-    await blocker;
-    runner.batches.length = 0;
-    released = 0;
-  };
-  return { ...harness, runner, run, burst };
+  return { ...harness, runner, run, fits };
 }
 
 test('adaptive batching dispatches at once when rows come slower than waiting pays', async () => {
-  const { fake, submit, runner, run } = await taught();
+  const { fake, submit, runner, run } = seeded();
   for (let index = 0; index < 5; index++) {
     void submit(index);
     await settle();
@@ -155,51 +204,89 @@ test('adaptive batching dispatches at once when rows come slower than waiting pa
 });
 
 test('adaptive batching waits for partners when rows come fast enough, and stops when waiting stops paying', async () => {
-  const { fake, submit, runner, run, burst } = await taught();
-  await burst();
-  // Break-even gaps: 2.25 ms at q = 1, 1.33 at q = 2, 0.875 at q = 3. One row a millisecond:
-  // wait with one and with two queued, dispatch the third with three.
-  const first = submit(1);
+  const { fake, submit, runner, run } = seeded();
+  // One row every 2 ms while the 1-row batch runs (5 ms here): λ = 0.5/ms, so c·λ = 2.5 rows arrive per fixed cost.
+  const blocker = submit(0);
   await settle();
-  assert.deepEqual(runner.batches, [], 'q = 1: waits');
+  const rows = [1, 2].map((value) => {
+    fake.tick(2);
+    return submit(value);
+  });
   fake.tick(1);
-  void submit(2);
+  runner.release();
+  await blocker;
   await settle();
-  assert.deepEqual(runner.batches, [], 'q = 2: waits');
+  assert.deepEqual(runner.batches, [[0]], 'q = 2 < 2.5 with the instance free: waits');
   fake.tick(1);
-  void submit(3);
+  rows.push(submit(3));
   await settle();
-  assert.deepEqual(runner.batches, [[1, 2, 3]], 'q = 3: dispatched');
+  assert.deepEqual(runner.batches.at(-1), [1, 2, 3], 'q = 3 > c·λ: a batch of three keeps up, it goes');
   await run();
-  assert.equal((await first).batchRows, 3);
+  assert.equal((await rows[0])?.batchRows, 3);
 });
 
 test('adaptive batching never waits past max_latency, and a wait for partners that do not come ends', async () => {
-  const tight = await taught({ maxLatencyUs: 6_000 });
-  await tight.burst();
-  void tight.submit(1);
-  await settle();
-  // 0 + 1 (gap) + 5 + 0.5·2 = 7 ms > 6: no wait.
-  assert.deepEqual(tight.runner.batches, [[1]], 'the budget forbids waiting');
-
-  const loose = await taught();
-  await loose.burst();
-  void loose.submit(1);
-  await settle();
-  assert.deepEqual(loose.runner.batches, [], 'waits one expected gap');
-  // Nobody comes. Each check waits the silence so far (1 ms, then 2 ms); at 4 ms the silence
-  // is past the 2.25 ms break-even and the row goes alone.
-  loose.fake.tick(1);
-  await settle();
-  assert.deepEqual(loose.runner.batches, [], 'at 1 ms the silence is still shorter than break-even');
-  loose.fake.tick(1);
-  await settle();
-  assert.deepEqual(loose.runner.batches, [], 'at 2 ms too');
-  loose.fake.tick(2);
-  await settle();
-  assert.deepEqual(loose.runner.batches, [[1]], 'dispatched alone once waiting stopped paying');
+  for (const [budgetUs, waits] of [
+    [1_000_000, true],
+    // The oldest has waited 3 ms when the instance frees; 3 + 2 (gap) + 5 + 0.5·3 = 11.5 ms > 10.
+    [10_000, false],
+  ] as const) {
+    const { fake, submit, runner } = seeded({ maxLatencyUs: budgetUs });
+    const blocker = submit(0);
+    await settle();
+    for (const value of [1, 2]) {
+      fake.tick(2);
+      void submit(value);
+    }
+    fake.tick(1);
+    runner.release();
+    await blocker;
+    await settle();
+    assert.equal(runner.batches.length, waits ? 1 : 2, waits ? 'waits' : 'the budget forbids waiting');
+    if (!waits) continue;
+    // Nobody comes: after the 2 ms gap the silence is 3 ms, past c/q = 2.5: the two go.
+    fake.tick(1);
+    await settle();
+    assert.equal(runner.batches.length, 1, 'still inside the expected gap');
+    fake.tick(1);
+    await settle();
+    assert.deepEqual(runner.batches.at(-1), [1, 2], 'dispatched once waiting stopped paying');
+  }
 });
 
+test('adaptive batching waits for the rows of a closed loop that its last batch just answered', async () => {
+  const { fake, submit, runner } = seeded();
+  /** Four clients that send again 1 ms after each answer (fake time counts whole ms). */
+  const client = async (value: number): Promise<void> => {
+    for (let turn = 0; turn < 4; turn++) {
+      await submit(value);
+      await new Promise<void>((resolve) => fake.setTimeout(() => resolve(), 1));
+    }
+  };
+  const clients = [0, 1, 2, 3].map(client);
+  // Fake time in 0.5 ms steps; each batch is let go once its T(B) has passed.
+  let released = 0;
+  let doneAt = Infinity;
+  for (let step = 0; step < 400 && released < 16; step++) {
+    await settle();
+    if (doneAt === Infinity && runner.batches.length > released) {
+      doneAt = fake.now + 5 + 0.5 * (runner.batches[released] as number[]).length;
+    }
+    if (fake.now >= doneAt) {
+      runner.release();
+      released += 1;
+      doneAt = Infinity;
+    } else {
+      fake.tick(0.5);
+    }
+  }
+  await Promise.all(clients);
+  assert.deepEqual(runner.batches.slice(0, 2), [[0], [1, 2, 3]], 'the first burst splits: nothing was known');
+  assert.ok(
+    runner.batches.slice(3).every((batch) => batch.length === 4),
+    `then every batch waits for the rows owed back: ${JSON.stringify(runner.batches)}`,
+  );
+});
 test('adaptive batching behaves as delay 0 until its fit is trusted', async () => {
   const runner = new GatedRunner('i0');
   const fits: CostFit[] = [];

@@ -252,3 +252,27 @@ test('reconfigure changes batching live', async () => {
   await settle();
   assert.deepEqual(runner.batches, [[1, 2]]);
 });
+
+for (const [policyName, policy] of POLICIES) {
+  test(`exclusive work takes the next free instance before any queued batch, and gives it back (${policyName})`, async () => {
+    const { submit, runner, batcher } = setup({ maxQueueDelayUs: 0, ...policy });
+    const running = submit(1);
+    await settle();
+    const queued = submit(2);
+    const order: string[] = [];
+    const work = batcher.exclusive(async (held) => {
+      order.push(`exclusive on ${held.id}, ${runner.batches.length} batch so far`);
+      return 'timed';
+    });
+    await settle();
+    assert.deepEqual(order, [], 'the instance is busy: the work waits');
+    runner.release();
+    assert.equal(await work, 'timed');
+    assert.deepEqual(order, ['exclusive on i0, 1 batch so far'], 'it ran before the queued request');
+    await settle();
+    assert.deepEqual(runner.batches, [[1], [2]], 'then the queued request got the instance back');
+    runner.release();
+    await Promise.all([running, queued]);
+    await batcher.drained();
+  });
+}

@@ -15,6 +15,12 @@ test('max_queue_delay: auto serves, shows its budget at start, and exposes the l
   const model = server.repository.get('affine');
   assert.equal(model.config.dynamic_batching.max_queue_delay, 'auto');
   assert.match(renderStartupBlock(server, validateServerConfig({}, 'test')), /delay auto \(max_latency 50ms\)/);
+  // Before any request: batches of 1, ⌈8/2⌉ and 8 were timed at load and seed the line.
+  const seeded = await call(`${server.urls.management}/models/affine`, {
+    headers: { authorization: 'Bearer test-token' },
+  });
+  const [seededEntry] = seeded.body as { adaptiveBatching?: { batchSizesSeen: number } }[];
+  assert.equal(seededEntry?.adaptiveBatching?.batchSizesSeen, 3, JSON.stringify(seededEntry?.adaptiveBatching));
 
   const answers = await Promise.all(
     Array.from({ length: 24 }, (_, index) =>

@@ -1,0 +1,240 @@
+// The batching policy alone, on a simulated clock: the server's own Batcher, one instance whose
+// pass takes exactly c + m·B ms, and clients with no HTTP, no other load and no noise. What
+// `max_queue_delay: auto` does with a cost line, against every fixed delay, in a second of CPU.
+// adaptive.js prints it beside its real runs; run alone it is the quick check while changing
+// the policy:
+//   npm run build && node benchmarks/simulated-batcher.js [c m maxBatchSize]
+// (default: the cost model's line, c = 4.8 ms, m = 0.55 ms, max_batch_size 16, and the demo
+// classifier's, c = 0, m = 0.8 ms, max_batch_size 32).
+import { fileURLToPath } from 'node:url';
+
+const { Batcher } = await import('../dist/src/batching/batcher.js');
+const { calibrationSizes } = await import('../dist/src/repository/calibrate-cost.js');
+
+/** A client's round trip outside the batcher (HTTP, decode, encode), ms. */
+export const SIMULATED_ROUND_TRIP_MS = 0.5;
+export const SIMULATED_SECONDS = 3;
+const MEASURE_FROM_MS = 1000;
+
+/** Uniform in (0, 1), the same sequence every run. */
+function seededRandom() {
+  let seed = 12345;
+  return () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return (seed + 0.5) / 2147483648;
+  };
+}
+
+/** A deterministic clock whose timers run in order of time, then of setting. */
+function simulatedClock() {
+  const timers = [];
+  let order = 0;
+  const clock = {
+    now: 0,
+    timers,
+    api: {
+      now: () => clock.now,
+      setTimeout(callback, ms) {
+        // A nanosecond at least: a delay that ends at `oldest + delay` exactly can compare as not
+        // quite over after rounding, and a clock that did not move would ask again forever.
+        const timer = { at: clock.now + Math.max(1e-6, ms), order: order++, callback, live: true };
+        timers.push(timer);
+        return timer;
+      },
+      clearTimeout(timer) {
+        if (timer) timer.live = false;
+      },
+    },
+    /** Runs timers until `endMs`; every promise a timer settles runs before the next, as on an event loop. */
+    async runUntil(endMs) {
+      for (;;) {
+        timers.sort((a, b) => a.at - b.at || a.order - b.order);
+        const timer = timers.shift();
+        if (!timer || timer.at > endMs) break;
+        if (!timer.live) continue;
+        clock.now = timer.at;
+        timer.callback();
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    },
+  };
+  return clock;
+}
+
+/**
+ * A Batcher on the simulated clock with one instance costing c + m·B; with `auto`, seeded as
+ * the server seeds it at load (calibrate-cost.ts: each calibration size, three times).
+ */
+function simulatedBatcher({ c, m }, maxBatchSize, delay, maxLatencyMs, clock, { coarseTimers = false } = {}) {
+  const runner = {
+    id: 'simulated',
+    device: 'cpu',
+    run: (requests) =>
+      new Promise((resolve) => {
+        const timings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
+        clock.api.setTimeout(() => resolve({ responses: requests.map(() => null), timings }), c + m * requests.length);
+      }),
+  };
+  const state = { fit: undefined };
+  const batcher = new Batcher(
+    [runner],
+    {
+      maxBatchSize,
+      maxQueueDelayUs: delay === 'auto' ? 0 : delay,
+      ...(delay === 'auto' ? { adaptive: { maxLatencyUs: maxLatencyMs * 1000 } } : {}),
+      preferredBatchSizes: [],
+      maxQueueSize: 1 << 20,
+      defaultTimeoutUs: 0,
+      priorityLevels: 1,
+    },
+    { fitChanged: (line) => (state.fit = line) },
+    // Node's setTimeout waits 1 ms at least: `coarseTimers` gives the batcher that, the rest stays exact.
+    coarseTimers
+      ? { ...clock.api, setTimeout: (callback, ms) => clock.api.setTimeout(callback, Math.max(1, ms)) }
+      : clock.api,
+  );
+  if (delay === 'auto') {
+    for (let round = 0; round < 3; round++) {
+      for (const rows of calibrationSizes(maxBatchSize)) batcher.seedCost(rows, c + m * rows);
+    }
+  }
+  return { batcher, state };
+}
+
+/** What a run measured after its first second: throughput, latency, batch sizes. */
+function summary(delay, level, answers, sizes, state) {
+  const latencies = answers.sort((a, b) => a - b);
+  const quantile = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
+  const batches = [...sizes].reduce((sum, [size, count]) => sum + count / size, 0);
+  return {
+    delay,
+    level,
+    throughput: latencies.length / (SIMULATED_SECONDS - MEASURE_FROM_MS / 1000),
+    p50Ms: quantile(0.5),
+    p99Ms: quantile(0.99),
+    averageBatch: latencies.length / batches,
+    batchSizes: [...sizes.keys()].sort((a, b) => a - b),
+    ...(state.fit ? { fitTrusted: state.fit.trusted, fitReason: state.fit.reason ?? null } : {}),
+  };
+}
+
+/**
+ * `concurrency` clients that each send again a round trip after their answer; with `jitterMs`,
+ * each round trip is longer by up to that much (the same draws for every configuration).
+ */
+export async function simulateClosedLoop(line, maxBatchSize, delay, concurrency, maxLatencyMs, variation = {}) {
+  const clock = simulatedClock();
+  const { batcher, state } = simulatedBatcher(line, maxBatchSize, delay, maxLatencyMs, clock, variation);
+  const random = seededRandom();
+  const jitter = () => (variation.jitterMs ?? 0) * random();
+  const sizes = new Map();
+  const answers = [];
+  const send = () =>
+    clock.api.setTimeout(
+      async () => {
+        const sent = clock.now - SIMULATED_ROUND_TRIP_MS / 2;
+        const { batchRows } = await batcher.submit({}, { rows: 1, shapeKey: 'x' });
+        clock.api.setTimeout(() => {
+          if (clock.now >= MEASURE_FROM_MS) {
+            answers.push(clock.now - sent);
+            sizes.set(batchRows, (sizes.get(batchRows) ?? 0) + 1);
+          }
+          send();
+        }, SIMULATED_ROUND_TRIP_MS / 2);
+      },
+      SIMULATED_ROUND_TRIP_MS / 2 + jitter(),
+    );
+  for (let client = 0; client < concurrency; client++) send();
+  await clock.runUntil(SIMULATED_SECONDS * 1000);
+  return summary(delay, `c=${concurrency}`, answers, sizes, state);
+}
+
+/** Poisson arrivals at `ratePerSecond`, from a fixed seed so every configuration sees the same ones. */
+export async function simulateOpenLoop(line, maxBatchSize, delay, ratePerSecond, maxLatencyMs, variation = {}) {
+  const clock = simulatedClock();
+  const { batcher, state } = simulatedBatcher(line, maxBatchSize, delay, maxLatencyMs, clock, variation);
+  const random = seededRandom();
+  const sizes = new Map();
+  const answers = [];
+  let at = 0;
+  while (at < SIMULATED_SECONDS * 1000) {
+    at += (-Math.log(random()) * 1000) / ratePerSecond;
+    const sent = at;
+    clock.api.setTimeout(async () => {
+      const { batchRows } = await batcher.submit({}, { rows: 1, shapeKey: 'x' });
+      if (sent >= MEASURE_FROM_MS) {
+        answers.push(clock.now - sent);
+        sizes.set(batchRows, (sizes.get(batchRows) ?? 0) + 1);
+      }
+    }, at);
+  }
+  await clock.runUntil(SIMULATED_SECONDS * 1000 + 10_000);
+  return summary(delay, 'rate', answers, sizes, state);
+}
+
+/**
+ * Every configuration at each closed-loop level, then Poisson arrivals at `rateShare` of the
+ * best fixed delay's throughput at the highest concurrency (as adaptive.js chooses its rate).
+ */
+export async function simulate(line, maxBatchSize, { delays, concurrency, rateShare, maxLatencyMs, variation = {} }) {
+  const points = [];
+  for (const clients of concurrency) {
+    for (const delay of [...delays, 'auto']) {
+      points.push(await simulateClosedLoop(line, maxBatchSize, delay, clients, maxLatencyMs, variation));
+    }
+  }
+  const top = `c=${concurrency.at(-1)}`;
+  const rate = Math.round(
+    rateShare * Math.max(...points.filter((p) => p.delay !== 'auto' && p.level === top).map((p) => p.throughput)),
+  );
+  for (const delay of [...delays, 'auto']) {
+    points.push(await simulateOpenLoop(line, maxBatchSize, delay, rate, maxLatencyMs, variation));
+  }
+  return { roundTripMs: SIMULATED_ROUND_TRIP_MS, seconds: SIMULATED_SECONDS, rate, points };
+}
+
+/** Auto's throughput over the best fixed delay's, per level. */
+export function simulatedRatios(points) {
+  const levels = [...new Set(points.map((p) => p.level))];
+  return levels.map((level) => {
+    const here = points.filter((p) => p.level === level);
+    const auto = here.find((p) => p.delay === 'auto');
+    const best = Math.max(...here.filter((p) => p.delay !== 'auto').map((p) => p.throughput));
+    return { level, ratio: auto.throughput / best, auto };
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  // --jitter MS: round trips vary by up to MS; --coarse: the batcher's timers wait 1 ms at least, as Node's do.
+  const args = process.argv.slice(2);
+  const jitterAt = args.indexOf('--jitter');
+  const variation = {
+    jitterMs: jitterAt >= 0 ? Number(args.splice(jitterAt, 2)[1]) : 0,
+    coarseTimers: args.includes('--coarse') && args.splice(args.indexOf('--coarse'), 1).length > 0,
+  };
+  const [c, m, max] = args.map(Number);
+  const lines =
+    c === undefined || Number.isNaN(c)
+      ? [
+          { label: 'cost model', c: 4.8, m: 0.55, maxBatchSize: 16 },
+          { label: 'demo classifier', c: 0, m: 0.8, maxBatchSize: 32 },
+        ]
+      : [{ label: 'given line', c, m, maxBatchSize: max || 16 }];
+  const options = {
+    delays: [0, 1000, 2000, 5000, 10_000],
+    concurrency: [1, 4, 16, 64],
+    rateShare: 0.8,
+    maxLatencyMs: 100,
+    variation,
+  };
+  for (const { label, c: fixed, m: perRow, maxBatchSize } of lines) {
+    const { points, rate } = await simulate({ c: fixed, m: perRow }, maxBatchSize, options);
+    console.log(`${label}: T(B) = ${fixed} + ${perRow}·B ms, max_batch_size ${maxBatchSize}, open loop ${rate}/s`);
+    for (const { level, ratio, auto } of simulatedRatios(points)) {
+      const row = points.filter((p) => p.level === level).map((p) => `${p.throughput.toFixed(0).padStart(6)}`);
+      console.log(
+        `  ${level.padEnd(5)} ${row.join('')}  auto÷best ${ratio.toFixed(3)}  auto p99 ${auto.p99Ms.toFixed(1)} ms, batch ${auto.averageBatch.toFixed(1)}${auto.fitTrusted === false ? ` (not trusted: ${auto.fitReason})` : ''}`,
+      );
+    }
+  }
+}
