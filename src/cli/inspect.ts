@@ -4,13 +4,17 @@ import { readArchiveContents, requireEntry } from '../archive/read.js';
 import { readModelSignature } from '../runtime/session.js';
 import { createTable } from '../core/table.js';
 import { formatBytes, formatShape } from './format.js';
+import { accuracyTable, modelVariantLines } from './pack-report.js';
 
 export async function runInspect(location: string, options: { json: boolean }): Promise<void> {
   const source = await openArchive(location);
   try {
     const { manifest, config } = await readArchiveContents(source);
     const modelFile = manifest.model.serializedFile;
-    const model = await readModelSignature(await requireEntry(source, modelFile), `${location}!${modelFile}`);
+    // A pipeline has no graph: its config's tensors are what it serves.
+    const model = config.pipeline
+      ? { inputs: config.inputs ?? [], outputs: config.outputs ?? [] }
+      : await readModelSignature(await requireEntry(source, modelFile), `${location}!${modelFile}`);
     const sizes = new Map(source.entries.map((entry) => [entry.path, entry]));
     if (options.json) {
       process.stdout.write(
@@ -26,8 +30,10 @@ export async function runInspect(location: string, options: { json: boolean }): 
       `batching   max_batch_size ${config.max_batch_size ?? '?'}, max_queue_delay ${batching.max_queue_delay === 'auto' ? 'auto' : `${batching.max_queue_delay} µs`}, ` +
         `preferred [${batching.preferred_batch_sizes.join(', ')}], max_queue_size ${batching.max_queue_size}`,
       `instances  ${config.instances.map((group) => `${group.count} × ${group.device}`).join(', ')}`,
+      ...modelVariantLines(info),
     ];
     process.stdout.write(`${lines.join('\n')}\n\n`);
+    if (info.accuracy) process.stdout.write(`${accuracyTable(info.accuracy)}\n\n`);
 
     const tensors = createTable(['', 'name', 'datatype', 'model shape', 'served shape']);
     for (const [kind, specs, served] of [

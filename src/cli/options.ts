@@ -24,6 +24,22 @@ export function integerOption(value: string, flag: string, min = Number.MIN_SAFE
   return number;
 }
 
+/** `--flag`, `--flag=true` or `--flag=false`. */
+export function booleanOption(value: string | undefined, flag: string): boolean {
+  if (value === undefined || value === 'true') return true;
+  if (value === 'false') return false;
+  throw new UsageError(`${flag}: expected true or false, got "${value}"`);
+}
+
+/** A non-negative number flag value (an error limit, a share). */
+export function fractionOption(value: string, flag: string): number {
+  const number = Number(value);
+  if (value.trim() === '' || !Number.isFinite(number) || number < 0) {
+    throw new UsageError(`${flag}: expected a number ≥ 0, got "${value}"`);
+  }
+  return number;
+}
+
 /** A duration flag in microseconds: an integer (µs, as in config files) or "500us", "2ms", "10s". */
 export function durationOption(value: string, flag: string): number {
   const parsed = parseDuration(/^\d+$/.test(value) ? Number(value) : value);

@@ -2,8 +2,8 @@ import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import ort from 'onnxruntime-node';
 import { BATCHSERVE_VERSION } from '../version.js';
-import { DEMO_MODEL_PATH } from './demo-model.js';
-import { createSession } from './session.js';
+import { queryGpus, type GpuReading } from './nvidia-smi.js';
+import { probeDevice, probeDevicesApart } from './provider-probe.js';
 
 export interface ProviderCheck {
   readonly name: string;
@@ -21,8 +21,8 @@ export interface DoctorReport {
   readonly platform: string;
   readonly cpu: { readonly cores: number; readonly model: string };
   readonly providers: readonly ProviderCheck[];
-  /** From nvidia-smi, when it is installed. */
-  readonly gpus: readonly string[] | undefined;
+  /** Each GPU's utilisation, memory and power from nvidia-smi, or why there are none. */
+  readonly gpus: GpuReading;
   /** From vulkaninfo, when it is installed. */
   readonly vulkanAdapters: readonly string[] | undefined;
 }
@@ -31,30 +31,32 @@ const DEVICE_OF: Record<string, string> = { cpu: 'cpu', webgpu: 'webgpu', cuda: 
 
 /**
  * What this machine can run: every execution provider onnxruntime-node knows, each tried by
- * opening a real session (the demo model) rather than guessed from the platform.
+ * opening a real session (the demo model) rather than guessed from the platform. The CPU is
+ * tried here; accelerators in a child process, whose stderr (native warnings such as Dawn's
+ * "Couldn't load Vulkan") becomes part of their reason instead of reaching the terminal.
  */
-export async function examineMachine(): Promise<DoctorReport> {
-  const providers: ProviderCheck[] = [];
-  for (const backend of ort.listSupportedBackends()) {
-    const device = DEVICE_OF[backend.name] ?? backend.name;
-    try {
-      const session = await createSession(
-        DEMO_MODEL_PATH,
-        { runtime: { intra_op_threads: 1, inter_op_threads: 1, graph_optimization_level: 'basic' }, device },
-        'the demo model',
-      );
-      await session.release();
-      providers.push({ name: backend.name, device, bundled: backend.bundled, works: true });
-    } catch (error) {
-      providers.push({
-        name: backend.name,
-        device,
-        bundled: backend.bundled,
-        works: false,
-        error: (error as Error).message,
-      });
-    }
-  }
+export async function examineMachine(options: { nvidiaSmi?: string } = {}): Promise<DoctorReport> {
+  const backends = ort.listSupportedBackends().map((backend) => ({
+    ...backend,
+    device: DEVICE_OF[backend.name] ?? backend.name,
+  }));
+  const accelerators = backends.filter((backend) => backend.device !== 'cpu').map((backend) => backend.device);
+  const [cpuResult, acceleratorResults, gpus] = await Promise.all([
+    probeDevice('cpu'),
+    probeDevicesApart(accelerators),
+    queryGpus(options.nvidiaSmi),
+  ]);
+  const results = new Map([cpuResult, ...acceleratorResults].map((result) => [result.device, result]));
+  const providers = backends.map((backend): ProviderCheck => {
+    const result = results.get(backend.device);
+    return {
+      name: backend.name,
+      device: backend.device,
+      bundled: backend.bundled,
+      works: result?.works ?? false,
+      ...(result?.error !== undefined ? { error: result.error } : {}),
+    };
+  });
   return {
     batchserve: BATCHSERVE_VERSION,
     node: process.version,
@@ -62,7 +64,7 @@ export async function examineMachine(): Promise<DoctorReport> {
     platform: `${process.platform}-${process.arch}`,
     cpu: { cores: cpus().length, model: cpus()[0]?.model ?? 'unknown' },
     providers,
-    gpus: toolLines('nvidia-smi', ['--query-gpu=index,name,memory.total,driver_version', '--format=csv,noheader']),
+    gpus,
     vulkanAdapters: toolLines('vulkaninfo', ['--summary'])
       ?.filter((line) => /deviceName/.test(line))
       .map((line) => line.split('=').at(-1)?.trim() ?? line),

@@ -1,0 +1,182 @@
+import ort from 'onnxruntime-node';
+import type { AccuracyFigures, ModelPrecision, OutputAccuracy } from '../archive/manifest.js';
+import type { ModelConfig } from '../config/model-config.js';
+import { AccuracyGateError } from '../core/errors.js';
+import type { TensorMap } from '../core/tensors.js';
+import { createSession } from '../runtime/session.js';
+import type { GateFeeds } from './calibration-inputs.js';
+import { float16Bits, float16Value } from './float16-bits.js';
+
+export interface GateLimits {
+  /** Largest max |converted − original| / max |original| allowed, per output. */
+  readonly maxRelError: number;
+  /** Smallest share of rows with the same arg-max class, per classifier output. */
+  readonly minTop1Agreement: number;
+}
+
+/**
+ * Defaults per precision, on the gate's inputs (seeded random ones unless --calibration-data).
+ * FP16 keeps 11 significant bits, a rounding step of 2^-11 ≈ 0.05 % per operation; through a
+ * few dozen layers that grows to 0.5–2 % of an output's range (PP-OCRv4's recogniser: 2 %), so
+ * 5 % passes honest conversions and fails what breaks a model: overflow (Infinity, always a
+ * failure), weights clamped to ±65504, a wrong Cast. One flip in 64 random rows is a near-tie,
+ * not a broken model, so 98 % top-1 agreement.
+ * INT8 weights carry 256 levels per channel and activations are quantised at run time: errors of
+ * a few percent of the range are normal, so 15 % of the range is the limit and the classes
+ * decide: 95 % top-1 agreement on random inputs, where classes sit closer to ties than on real
+ * data (a model that passes here does at least as well on real inputs).
+ */
+export const DEFAULT_GATE_LIMITS: Readonly<Record<ModelPrecision, GateLimits>> = {
+  fp16: { maxRelError: 0.05, minTop1Agreement: 0.98 },
+  int8: { maxRelError: 0.15, minTop1Agreement: 0.95 },
+};
+
+interface OutputTally {
+  maxAbs: number;
+  maxReference: number;
+  finite: boolean;
+  agreeing: number;
+  rows: number;
+}
+
+/**
+ * Runs the original and the converted model on the same feeds (float inputs become float16
+ * for a converted model that takes float16) and measures, per output, the max absolute and
+ * relative error and, for `classifierOutputs`, the top-1 agreement.
+ */
+export async function measureAccuracy(options: {
+  readonly original: Uint8Array;
+  readonly converted: Uint8Array;
+  readonly runtime: ModelConfig['runtime'];
+  readonly gateFeeds: GateFeeds;
+  readonly classifierOutputs: ReadonlySet<string>;
+  readonly limits: GateLimits;
+}): Promise<AccuracyFigures> {
+  const { runtime } = options;
+  const original = await createSession(options.original, { runtime }, 'the original model');
+  const converted = await createSession(options.converted, { runtime }, 'the converted model').catch(
+    async (error: unknown) => {
+      await original.release();
+      throw error;
+    },
+  );
+  try {
+    const halfInputs = new Set(
+      converted.inputMetadata.filter((input) => input.isTensor && input.type === 'float16').map((input) => input.name),
+    );
+    const tallies = new Map<string, OutputTally>();
+    for (const feed of options.gateFeeds.feeds) {
+      const expected = await original.run(feed);
+      const actual = await converted.run(asConvertedInputs(feed, halfInputs));
+      for (const name of original.outputNames) {
+        const tally = tallies.get(name) ?? { maxAbs: 0, maxReference: 0, finite: true, agreeing: 0, rows: 0 };
+        tallies.set(name, tally);
+        compareOutput(
+          expected[name] as ort.Tensor,
+          actual[name] as ort.Tensor,
+          tally,
+          options.classifierOutputs.has(name),
+        );
+      }
+    }
+    const outputs = [...tallies].map(([name, tally]) => figuresOf(name, tally, options.classifierOutputs.has(name)));
+    return {
+      inputs: options.gateFeeds.source,
+      samples: options.gateFeeds.samples,
+      limits: options.limits,
+      outputs,
+      passed: gateFailures(outputs, options.limits).length === 0,
+    };
+  } finally {
+    await Promise.all([original.release(), converted.release()]);
+  }
+}
+
+function asConvertedInputs(feed: TensorMap, halfInputs: ReadonlySet<string>): TensorMap {
+  if (halfInputs.size === 0) return feed;
+  const converted: TensorMap = {};
+  for (const [name, tensor] of Object.entries(feed)) {
+    converted[name] =
+      halfInputs.has(name) && tensor.type === 'float32'
+        ? new ort.Tensor('float16', Uint16Array.from(tensor.data as Float32Array, float16Bits), tensor.dims)
+        : tensor;
+  }
+  return converted;
+}
+
+function numbersOf(tensor: ort.Tensor): ArrayLike<number> {
+  if (tensor.type === 'float16') return Float32Array.from(tensor.data as Uint16Array, float16Value);
+  const data = tensor.data;
+  if (data instanceof BigInt64Array || data instanceof BigUint64Array) return Float64Array.from(data, Number);
+  return data as ArrayLike<number>;
+}
+
+function compareOutput(expected: ort.Tensor, actual: ort.Tensor, tally: OutputTally, classifier: boolean): void {
+  const reference = numbersOf(expected);
+  const values = numbersOf(actual);
+  if (reference.length !== values.length) {
+    tally.finite = false;
+    return;
+  }
+  for (let i = 0; i < reference.length; i++) {
+    const want = reference[i] as number;
+    const got = values[i] as number;
+    if (!Number.isFinite(got) && Number.isFinite(want)) tally.finite = false;
+    const error = Math.abs(got - want);
+    if (error > tally.maxAbs) tally.maxAbs = error;
+    if (Math.abs(want) > tally.maxReference) tally.maxReference = Math.abs(want);
+  }
+  if (!classifier) return;
+  const classes = expected.dims[expected.dims.length - 1] ?? 1;
+  for (let row = 0; row * classes < reference.length; row++) {
+    tally.rows += 1;
+    if (argMax(reference, row * classes, classes) === argMax(values, row * classes, classes)) tally.agreeing += 1;
+  }
+}
+
+function argMax(values: ArrayLike<number>, start: number, count: number): number {
+  let best = 0;
+  for (let i = 1; i < count; i++) if ((values[start + i] as number) > (values[start + best] as number)) best = i;
+  return best;
+}
+
+function figuresOf(name: string, tally: OutputTally, classifier: boolean): OutputAccuracy {
+  const finite = tally.finite && Number.isFinite(tally.maxAbs);
+  const relative = tally.maxReference > 0 ? tally.maxAbs / tally.maxReference : tally.maxAbs === 0 ? 0 : Infinity;
+  return {
+    name,
+    maxAbsError: finite ? tally.maxAbs : null,
+    maxRelError: finite && Number.isFinite(relative) ? relative : null,
+    ...(classifier ? { top1Agreement: tally.rows > 0 ? tally.agreeing / tally.rows : 0 } : {}),
+  };
+}
+
+/** One phrase per limit an output crosses; empty when the conversion passes. */
+export function gateFailures(outputs: readonly OutputAccuracy[], limits: GateLimits): string[] {
+  const failures: string[] = [];
+  for (const output of outputs) {
+    if (output.maxRelError === null) {
+      failures.push(`output "${output.name}" has NaN or Infinity where the original's is finite`);
+      continue;
+    }
+    if (output.maxRelError > limits.maxRelError) {
+      failures.push(
+        `output "${output.name}" max relative error ${output.maxRelError.toPrecision(3)} > ${limits.maxRelError} (--max-error)`,
+      );
+    }
+    if (output.top1Agreement !== undefined && output.top1Agreement < limits.minTop1Agreement) {
+      failures.push(
+        `output "${output.name}" top-1 agreement ${output.top1Agreement.toFixed(3)} < ${limits.minTop1Agreement} (--min-agreement)`,
+      );
+    }
+  }
+  return failures;
+}
+
+/** The refusal pack raises when the gate fails without --force. */
+export function accuracyGateError(precision: ModelPrecision, figures: AccuracyFigures): AccuracyGateError {
+  const failures = gateFailures(figures.outputs, figures.limits);
+  return new AccuracyGateError(
+    `accuracy gate: the ${precision} model differs from the original on ${figures.samples} ${figures.inputs} samples: ${failures.join('; ')}; nothing written (pass --force to pack it anyway)`,
+  );
+}

@@ -1,0 +1,178 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import onnxProto from 'onnx-proto';
+import { parseManifest } from '../../src/archive/manifest.js';
+import { affineModel, writeModel } from '../fixtures/onnx-models.js';
+import { tempDir } from '../fixtures/temp.js';
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const { onnx } = onnxProto;
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: readonly string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [join(ROOT, 'bin', 'batchserve.js'), ...args],
+      { cwd: ROOT },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+      },
+    );
+  });
+}
+
+/** y = x · 1e6: its answers (up to 1e6) are beyond float16's largest value, 65504. */
+function overflowingModel(): Uint8Array {
+  const FLOAT = onnx.TensorProto.DataType.FLOAT;
+  const io = (name: string): onnxProto.onnx.IValueInfoProto => ({
+    name,
+    type: { tensorType: { elemType: FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimValue: 4 }] } } },
+  });
+  return onnx.ModelProto.encode({
+    irVersion: 8,
+    opsetImport: [{ domain: '', version: 13 }],
+    graph: {
+      name: 'overflow',
+      node: [{ opType: 'Mul', input: ['x', 'scale'], output: ['y'] }],
+      initializer: [{ name: 'scale', dataType: FLOAT, dims: [], floatData: [1e6] }],
+      input: [io('x')],
+      output: [io('y')],
+    },
+  }).finish();
+}
+
+async function manifestOf(archiveDir: string): Promise<ReturnType<typeof parseManifest>> {
+  return parseManifest(await readFile(join(archiveDir, 'MAR-INF', 'MANIFEST.json'), 'utf8'), archiveDir);
+}
+
+function pack(model: string, out: string, ...extra: string[]): Promise<Run> {
+  return cli([
+    'model-archive',
+    'pack',
+    '--model-name',
+    'm',
+    '--serialized-file',
+    model,
+    '--export-path',
+    out,
+    '--archive-format',
+    'dir',
+    ...extra,
+  ]);
+}
+
+test('pack --precision fp16 refuses a model whose float16 answers overflow, in one line, writing nothing; --force packs it and says so', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'overflow.onnx', overflowingModel());
+  const out = join(dir, 'out');
+
+  const refused = await pack(model, out, '--precision', 'fp16');
+  assert.equal(refused.code, 1, refused.stderr);
+  const lines = refused.stderr.trim().split('\n');
+  assert.equal(lines.length, 1, refused.stderr);
+  assert.match(lines[0] ?? '', /accuracy gate: the fp16 model differs .* output "y" .*\[BS_ERR_ACCURACY_GATE\]$/);
+  assert.deepEqual(await readdir(out).catch(() => []), []);
+
+  const forced = await pack(model, out, '--precision', 'fp16', '--force');
+  assert.equal(forced.code, 0, forced.stderr);
+  assert.match(forced.stdout, /accuracy gate FAILED \(packed with --force\)/);
+  assert.match(forced.stdout, /warning: packed anyway \(--force\): output "y"/);
+  const manifest = await manifestOf(join(out, 'm'));
+  assert.equal(manifest.model.precision, 'fp16');
+  assert.equal(manifest.model.accuracy?.passed, false);
+});
+
+test('pack --precision fp16 --optimize: the gate figures, precision and optimisation are in the manifest, inspect and verify', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'affine.onnx', affineModel([4]));
+  const out = join(dir, 'out');
+  const packed = await pack(model, out, '--precision', 'fp16', '--optimize');
+  assert.equal(packed.code, 0, packed.stderr);
+  assert.match(
+    packed.stdout,
+    /accuracy gate passed: 64 random samples, limits max rel error 0\.05, top-1 agreement 0\.98/,
+  );
+  assert.match(packed.stdout, /session start-up [\d.]+ ms → [\d.]+ ms/);
+
+  const archive = join(out, 'm');
+  const { model: info, files } = await manifestOf(archive);
+  assert.equal(info.serializedFile, 'affine.fp16.onnx');
+  assert.equal(info.originalFile, 'affine.onnx');
+  assert.equal(info.optimizedFile, 'affine.fp16.optimized.onnx');
+  assert.equal(info.optimization?.level, 'extended');
+  assert.match(info.optimization?.onnxruntimeVersion ?? '', /^\d+\.\d+\.\d+/);
+  assert.equal(info.accuracy?.inputs, 'random');
+  assert.equal(info.accuracy?.passed, true);
+  const [y] = info.accuracy?.outputs ?? [];
+  assert.equal(y?.name, 'y');
+  assert.ok(y?.maxRelError !== null && y !== undefined && y.maxRelError < 0.01, JSON.stringify(y));
+  assert.deepEqual(files.map((file) => file.path).sort(), [
+    'affine.fp16.onnx',
+    'affine.fp16.optimized.onnx',
+    'affine.onnx',
+    'model-config.yaml',
+  ]);
+
+  const inspected = await cli(['model-archive', 'inspect', archive]);
+  assert.equal(inspected.code, 0, inspected.stderr);
+  assert.match(inspected.stdout, /precision {2}fp16 \(affine\.fp16\.onnx, converted from affine\.onnx\)/);
+  assert.match(inspected.stdout, /optimised {2}affine\.fp16\.optimized\.onnx: level extended, onnxruntime \d/);
+  assert.match(inspected.stdout, /accuracy gate passed: 64 random samples/);
+  // [batch, 4] float: a classifier output by shape, so its top-1 agreement is shown too.
+  assert.match(inspected.stdout, /│ y +│ (0|\d\.\d\de-\d) +│ (0|\d\.\d\de-\d) +│ 100\.0 % +│/);
+
+  const verified = await cli(['model-archive', 'verify', archive, '--json']);
+  assert.equal(verified.code, 0, verified.stderr);
+  const report = JSON.parse(verified.stdout) as { files: { path: string }[] };
+  assert.ok(
+    report.files.some((file) => file.path === 'affine.fp16.optimized.onnx'),
+    verified.stdout,
+  );
+  // A changed optimised graph fails verify like any other file.
+  await writeFile(join(archive, 'affine.fp16.optimized.onnx'), 'not a model');
+  assert.equal((await cli(['model-archive', 'verify', archive])).code, 1);
+});
+
+test('pack --help lists every conversion flag with its default', async () => {
+  const help = await cli(['model-archive', 'pack', '--help']);
+  assert.equal(help.code, 0, help.stderr);
+  for (const pattern of [
+    /--optimize .*\(default: false\)/,
+    /--precision <precision> .*\(choices: "fp16", "int8"\)/,
+    /--keep-io-types \[boolean\] .*\(default: true\)/,
+    /--fp32-ops <ops>/,
+    /--calibration-data <dir> .*default: seeded random/,
+    /--max-error <x> .*default: fp16 0\.05, int8/,
+    /--min-agreement <fraction> .*default: fp16 0\.98, int8/,
+    /-f, --force .*accuracy gate/,
+  ]) {
+    assert.match(help.stdout.replace(/\n\s+/g, ' '), pattern);
+  }
+});
+
+test('pack --calibration-data runs the gate on the folder’s rows and records them as calibration samples', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'affine.onnx', affineModel([4]));
+  const calibration = join(dir, 'calibration');
+  await mkdir(calibration);
+  // 5 rows of 4 float32 values, raw little-endian.
+  await writeFile(join(calibration, 'rows.bin'), Buffer.from(new Float32Array(20).fill(0.25).buffer));
+  const out = join(dir, 'out');
+  const packed = await pack(model, out, '--precision', 'fp16', '--calibration-data', calibration);
+  assert.equal(packed.code, 0, packed.stderr);
+  assert.match(packed.stdout, /accuracy gate passed: 5 calibration samples/);
+  const { model: info } = await manifestOf(join(out, 'm'));
+  assert.equal(info.accuracy?.inputs, 'calibration');
+  assert.equal(info.accuracy?.samples, 5);
+  assert.equal(info.serializedFile, 'affine.fp16.onnx');
+});
