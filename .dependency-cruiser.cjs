@@ -8,11 +8,15 @@ const FLOORS = [
   ['protocol', 'config', 'experiment'],
   ['handlers', 'batching'],
   ['runtime'],
+  // Pipelines run steps on instances and handlers' module loading; the repository injects the models.
+  ['pipeline'],
   // Packing checks a model with a session and its handler, so archives sit above both.
   ['archive'],
   ['metrics'],
   ['repository'],
   ['traffic', 'predict'],
+  // Pack-time conversion: reads calibration .npy files (predict) and hands files to archive.
+  ['optimize'],
   ['server'],
   // Manifests for Kubernetes and KServe: plain objects built from core and config only.
   ['bench', 'deploy'],

@@ -289,8 +289,9 @@ export const adaptive = {
     });
     return [
       `\n${model.label} on a simulated clock: the Batcher alone, one instance whose pass takes exactly ` +
-        `${fixed(inProcess.c, 2)} + ${fixed(inProcess.m, 3)}·B ms, clients that send again ${simulated.roundTripMs} ms ` +
-        `after an answer, ${simulated.seconds} s (req/s)`,
+        `${fixed(inProcess.c, 2)} + ${fixed(inProcess.m, 3)}·B ms (auto seeded with it as at load), clients that send ` +
+        `again ${simulated.roundTripMs} ms after an answer${simulated.rate ? `, then Poisson arrivals at ${simulated.rate}/s` : ''}, ` +
+        `${simulated.seconds} s (req/s)`,
       `  ${'level'.padEnd(7)}${configs.map((delay) => delayLabel(delay).padStart(8)).join('')}  auto÷best  auto's batches`,
       ...rows,
     ].join('\n');
@@ -342,12 +343,80 @@ export const adaptive = {
   },
 };
 
+export const ocrPipeline = {
+  render(result) {
+    const { settings, rounds, medians, linesPerImage } = result;
+    const reads = (run) => `${run.correct}/${run.images} read exactly`;
+    const rate = (value) => `${fixed(value, 2).padStart(5)} images/s`;
+    return [
+      ...environmentLines(result),
+      settings.pinned
+        ? 'reference and server pinned to CPU 0 (taskset -c 0), client to CPU 1'
+        : 'not pinned (taskset missing or a single CPU): figures include CPU contention with the client',
+      `${settings.images} rendered PNGs (360×200, ${linesPerImage} lines each, one upside down in every other image); ` +
+        `each run reads them ${settings.passes}×, ${settings.rounds} round(s) alternating reference and served runs`,
+      ...rounds.flatMap(({ round, reference, served }) => [
+        `\nround ${round}`,
+        `  in process, readText one image at a time  ${rate(reference.rate)}  (${reads(reference)})`,
+        ...served.map(
+          (run) =>
+            `  served pipeline, concurrency ${String(run.concurrency).padStart(2)}       ${rate(run.rate)}  ` +
+            `${fixed(run.ratio, 2)}× in process; ocr-rec ${fixed(run.recognizerRowsPerPass, 1)} lines a pass  ` +
+            `(${reads(run)})`,
+        ),
+      ]),
+      `\nmedians over rounds: in process ${rate(medians.referenceRate)}`,
+      ...medians.served.map(
+        (run) =>
+          `  served at concurrency ${String(run.concurrency).padStart(2)}: ${rate(run.rate)}, ` +
+          `${fixed(run.ratio, 2)}× in process (rounds ${run.ratios.map((ratio) => fixed(ratio, 2)).join(', ')})`,
+      ),
+    ].join('\n');
+  },
+};
+
 /** Each results/<name>.json's renderer, by name: the names the docs' markers use. */
 export const renderers = {
+  'ocr-pipeline': (result) => ocrPipeline.render(result),
   adaptive: (result) => adaptive.render(result),
   'client-throughput': (result) => clientThroughput.render(result),
   'event-loop-stall': (result) => eventLoopStall.render(result),
   'served-vs-in-process': (result) => servedVsInProcess.render(result),
   overload: (result) => overload.render(result),
   'grpc-vs-rest': (result) => grpcVsRest.render(result),
+  'pack-precision': (result) => packPrecision.render(result),
+};
+
+export const packPrecision = {
+  /** One variant's line; `reference` is the same model as exported. */
+  row(row, reference) {
+    const rate = (size) => row.itemsPerSecond[size] ?? 0;
+    const ratio = (size) => (reference ? rate(size) / (reference.itemsPerSecond[size] ?? Infinity) : 1);
+    const accuracy = row.accuracy;
+    const error = accuracy?.maxRelError === null ? 'NaN/Inf' : accuracy ? accuracy.maxRelError.toExponential(1) : '—';
+    const top1 = accuracy?.top1Agreement == null ? '—' : `${(accuracy.top1Agreement * 100).toFixed(1)} %`;
+    const gate = accuracy?.passed === undefined ? '' : accuracy.passed ? 'passed' : 'FAILED (packed with --force)';
+    return (
+      `${row.model.padEnd(30)} ${row.variant.padEnd(11)} ${fixed(row.startupMs, 0).padStart(5)} ms  ` +
+      `${fixed(rate(1), 1).padStart(7)} ${fixed(ratio(1), 2).padStart(5)}×  ${fixed(rate(16), 1).padStart(7)} ${fixed(ratio(16), 2).padStart(5)}×  ` +
+      `${error.padStart(7)}  ${top1.padStart(7)}  ${gate}`
+    ).trimEnd();
+  },
+  render(result) {
+    const { settings, rows } = result;
+    const references = new Map(rows.filter((row) => row.variant === 'as exported').map((row) => [row.model, row]));
+    return [
+      ...environmentLines(result),
+      settings.pinned
+        ? `pinned to CPU 0 (taskset -c 0), ${settings.intraOpThreads} intra-op thread`
+        : `not pinned (taskset missing), ${settings.intraOpThreads} intra-op thread`,
+      `in process (bench --in-process), ${settings.rounds} rounds × ${settings.iterations} passes per batch size, ` +
+        `${settings.clock === 'cpu' ? 'items per CPU-second of the pinned thread' : 'items per wall-clock second'}; ` +
+        'accuracy on 64 seeded random rows against the model as exported',
+      '',
+      `${'model'.padEnd(30)} ${'variant'.padEnd(11)} start-up  ${'B=1 items/s'.padStart(15)}  ${'B=16 items/s'.padStart(15)}  ` +
+        `rel err  top-1    gate`,
+      ...rows.map((row) => this.row(row, references.get(row.model))),
+    ].join('\n');
+  },
 };

@@ -7,19 +7,33 @@ import { Readable } from 'node:stream';
 import { ZipArchive } from 'archiver';
 import { InputFileError, InvalidModelNameError, OutputExistsError, UsageError } from '../core/errors.js';
 import { readModelConfigFile, modelConfigToYaml } from '../config/load.js';
-import { MODEL_CONFIG_FILE, validateModelConfig, type CompleteModelConfig } from '../config/model-config.js';
+import {
+  MODEL_CONFIG_FILE,
+  validateModelConfig,
+  type CompleteModelConfig,
+  type ModelConfig,
+} from '../config/model-config.js';
+import { completePipelineConfig } from '../pipeline/open-pipeline.js';
+import { loadStepFunctions } from '../pipeline/step-function.js';
 import { reconcileWithModel } from '../runtime/reconcile.js';
 import { readModelSignature } from '../runtime/session.js';
 import { isBuiltinHandler, loadHandler } from '../handlers/load.js';
 import { BATCHSERVE_VERSION } from '../version.js';
-import { ARCHIVE_FORMAT_VERSION, MANIFEST_PATH, type ArchiveManifest, type ManifestFile } from './manifest.js';
+import {
+  ARCHIVE_FORMAT_VERSION,
+  MANIFEST_PATH,
+  PIPELINE_HANDLER,
+  type ArchiveManifest,
+  type ManifestFile,
+} from './manifest.js';
 import { sha256OfStream } from './verify.js';
 import { MODEL_NAME_PATTERN, type ArchiveFormat } from './format.js';
 
 export interface PackOptions {
   readonly modelName: string;
   readonly version?: string;
-  readonly serializedFile: string;
+  /** The ONNX model; absent for a pipeline (a config with `pipeline`). */
+  readonly serializedFile?: string;
   /** A built-in handler name or a handler file; default `tensor`. */
   readonly handler?: string;
   readonly configFile?: string;
@@ -28,6 +42,16 @@ export interface PackOptions {
   readonly force?: boolean;
   readonly archiveFormat?: ArchiveFormat;
   readonly onProgress?: (progress: PackProgress) => void;
+  /** Model files made at pack time (converted, optimised), stored beside the serialized file. */
+  readonly preparedModel?: PreparedModelFiles;
+}
+
+/** What `pack --precision` / `--optimize` made: the files, which one to serve, manifest keys. */
+export interface PreparedModelFiles {
+  /** Archive path of the model the server loads; the serialized file stays as `originalFile`. */
+  readonly servedFile?: string;
+  readonly files: readonly { readonly path: string; readonly content: Buffer }[];
+  readonly manifest: Pick<ArchiveManifest['model'], 'precision' | 'accuracy' | 'optimizedFile' | 'optimization'>;
 }
 
 export interface PackProgress {
@@ -69,16 +93,30 @@ export async function packArchive(options: PackOptions): Promise<PackResult> {
   const report = options.onProgress ?? (() => undefined);
   report({ phase: 'checking', doneBytes: 0, totalBytes: 0 });
 
-  const modelPath = resolve(options.serializedFile);
-  await requireFile(modelPath, 'serialized file');
   const userConfig = options.configFile
     ? await readModelConfigFile(options.configFile)
     : validateModelConfig({}, 'config');
   const configSource = options.configFile ?? 'the default config';
-  const config = reconcileWithModel(userConfig, await readModelSignature(modelPath, modelPath), configSource);
+  if (userConfig.pipeline) return packPipeline(options, userConfig, configSource, format, report);
+  if (options.serializedFile === undefined) {
+    throw new UsageError('--serialized-file (the ONNX model) is required unless the config declares a pipeline');
+  }
+  const modelPath = resolve(options.serializedFile);
+  await requireFile(modelPath, 'serialized file');
+  const prepared = options.preparedModel;
+  const servedFile = prepared?.servedFile ?? basename(modelPath);
+  const served = prepared?.files.find((file) => file.path === servedFile);
+  const config = reconcileWithModel(
+    userConfig,
+    await readModelSignature(served?.content ?? modelPath, served ? servedFile : modelPath),
+    configSource,
+  );
 
   const handler = options.handler ?? 'tensor';
   const planned: PlannedEntry[] = [await diskEntry(modelPath, basename(modelPath))];
+  for (const file of prepared?.files ?? []) {
+    planned.push({ archivePath: file.path, content: file.content, size: file.content.length });
+  }
   if (!isBuiltinHandler(handler)) {
     const handlerPath = resolve(handler);
     await loadHandler(handlerPath);
@@ -97,16 +135,79 @@ export async function packArchive(options: PackOptions): Promise<PackResult> {
     runtime: 'onnxruntime',
     model: {
       modelName: options.modelName,
-      serializedFile: basename(modelPath),
+      serializedFile: servedFile,
       handler: isBuiltinHandler(handler) ? handler : basename(handler),
+      modelVersion: options.version ?? '1.0',
+      configFile: MODEL_CONFIG_FILE,
+      ...(extras.length > 0 ? { extraFiles: extras.map((entry) => entry.archivePath).join(',') } : {}),
+      ...(servedFile !== basename(modelPath) ? { originalFile: basename(modelPath) } : {}),
+      ...prepared?.manifest,
+    },
+    archiverVersion: BATCHSERVE_VERSION,
+    formatVersion: ARCHIVE_FORMAT_VERSION,
+    files,
+  };
+  return writeArchive(options, format, planned, manifest, config, report);
+}
+
+/**
+ * A pipeline (README, "Pipelines"): the completed config and the step files packed with
+ * --extra-files, no model. The step modules are imported, so a missing file or export fails
+ * here; the models the steps name can only be checked when the pipeline loads.
+ */
+async function packPipeline(
+  options: PackOptions,
+  userConfig: ModelConfig,
+  configSource: string,
+  format: ArchiveFormat,
+  report: (progress: PackProgress) => void,
+): Promise<PackResult> {
+  if (options.serializedFile !== undefined) {
+    throw new UsageError(
+      `${configSource} declares a pipeline, which has no model of its own: leave out --serialized-file`,
+    );
+  }
+  if (options.handler !== undefined && options.handler !== 'tensor') {
+    throw new UsageError(`${configSource} declares a pipeline: its code goes in function steps, not in --handler`);
+  }
+  const config = completePipelineConfig(userConfig, configSource);
+  const configBytes = Buffer.from(modelConfigToYaml(config));
+  const planned: PlannedEntry[] = [{ archivePath: MODEL_CONFIG_FILE, content: configBytes, size: configBytes.length }];
+  const extras: PlannedEntry[] = [];
+  for (const extra of options.extraFiles ?? []) extras.push(...(await extraEntries(resolve(extra))));
+  planned.push(...extras);
+  checkPlan(planned, config, configSource);
+  const sources = new Map(extras.map((entry) => [entry.archivePath, entry.sourcePath]));
+  await loadStepFunctions(config.pipeline, (file) => sources.get(file));
+  const manifest: ArchiveManifest = {
+    createdOn: new Date().toISOString(),
+    runtime: 'onnxruntime',
+    model: {
+      modelName: options.modelName,
+      // A pipeline is defined by its config alone, as a Triton ensemble by its config.pbtxt.
+      serializedFile: MODEL_CONFIG_FILE,
+      handler: PIPELINE_HANDLER,
       modelVersion: options.version ?? '1.0',
       configFile: MODEL_CONFIG_FILE,
       ...(extras.length > 0 ? { extraFiles: extras.map((entry) => entry.archivePath).join(',') } : {}),
     },
     archiverVersion: BATCHSERVE_VERSION,
     formatVersion: ARCHIVE_FORMAT_VERSION,
-    files,
+    files: await hashEntries(planned, report),
   };
+  return writeArchive(options, format, planned, manifest, config, report);
+}
+
+/** Writes the planned files and the manifest last; the output appears only when complete. */
+async function writeArchive(
+  options: PackOptions,
+  format: ArchiveFormat,
+  planned: PlannedEntry[],
+  manifest: ArchiveManifest,
+  config: CompleteModelConfig,
+  report: (progress: PackProgress) => void,
+): Promise<PackResult> {
+  const { files } = manifest;
   const manifestBytes = Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`);
   planned.push({ archivePath: MANIFEST_PATH, content: manifestBytes, size: manifestBytes.length });
 

@@ -19,8 +19,8 @@ export interface GrpcRequest {
   readonly url: string;
   /** The method: `/inference.GRPCInferenceService/ModelInfer` or `…/ModelStreamInfer`. */
   readonly path: string;
-  /** A serialized ModelInferRequest. */
-  readonly body: Uint8Array;
+  /** Serialized ModelInferRequests, sent in rotation (one, or `--input-pool`'s). */
+  readonly bodies: readonly Uint8Array[];
 }
 
 /** Receive windows: answers of any size flow without waiting for window updates. */

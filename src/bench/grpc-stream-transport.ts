@@ -10,6 +10,7 @@ import {
   type GrpcRequest,
 } from './grpc-http2.js';
 import { RequestSlot, type LoadTransport, type Outcome, type Settle } from './request-slot.js';
+import { Rotation } from './rotation.js';
 
 /**
  * ModelStreamInfer: a stream of its own per closed-loop slot, which sends its next request
@@ -20,7 +21,9 @@ import { RequestSlot, type LoadTransport, type Outcome, type Settle } from './re
 export class GrpcStreamTransport implements LoadTransport {
   readonly #connection: GrpcConnection;
   readonly #headers: Record<string, string>;
-  readonly #body: Uint8Array;
+  readonly #bodies: readonly Uint8Array[];
+  /** Which of the bodies goes next, whichever slot sends it: each slot frames all of them with its own id. */
+  readonly #turn: Rotation<number>;
   readonly #settle: Settle;
   readonly #streams: RequestStream[] = [];
   #shared: RequestStream | undefined;
@@ -29,7 +32,8 @@ export class GrpcStreamTransport implements LoadTransport {
   constructor(request: GrpcRequest, settle: Settle) {
     this.#connection = new GrpcConnection(request.url);
     this.#headers = requestHeaders(request.path);
-    this.#body = request.body;
+    this.#bodies = request.bodies;
+    this.#turn = new Rotation(request.bodies.map((_, index) => index));
     this.#settle = settle;
   }
 
@@ -56,7 +60,8 @@ export class GrpcStreamTransport implements LoadTransport {
 
   #slotOn(stream: RequestStream): StreamSlot {
     const id = String(this.#slots++);
-    return new StreamSlot(this.#settle, stream, id, framed(withId(this.#body, id)));
+    const frames = this.#bodies.map((body) => framed(withId(body, id)));
+    return new StreamSlot(this.#settle, stream, id, frames, this.#turn);
   }
 }
 
@@ -65,9 +70,15 @@ class StreamSlot extends RequestSlot {
     settle: Settle,
     readonly stream: RequestStream,
     readonly id: string,
-    readonly frame: Buffer,
+    readonly frames: readonly Buffer[],
+    readonly turn: Rotation<number>,
   ) {
     super(settle);
+  }
+
+  /** The request to write now: the next body of the rotation, framed with this slot's id. */
+  nextFrame(): Buffer {
+    return this.frames[this.turn.next()] as Buffer;
   }
 
   send(): void {
@@ -98,7 +109,7 @@ class RequestStream {
   send(slot: StreamSlot): void {
     this.#pending.set(slot.id, slot);
     try {
-      (this.#stream ??= this.#open()).write(slot.frame);
+      (this.#stream ??= this.#open()).write(slot.nextFrame());
     } catch (error) {
       const kind = streamErrorKind(error as Error);
       queueMicrotask(() => this.#failPending(kind));

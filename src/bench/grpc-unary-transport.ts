@@ -9,6 +9,7 @@ import {
   type GrpcRequest,
 } from './grpc-http2.js';
 import { RequestSlot, type LoadTransport, type Settle } from './request-slot.js';
+import { Rotation } from './rotation.js';
 
 /**
  * Unary ModelInfer, one HTTP/2 stream per call, every call on one connection as a gRPC
@@ -18,13 +19,13 @@ import { RequestSlot, type LoadTransport, type Settle } from './request-slot.js'
 export class GrpcUnaryTransport implements LoadTransport {
   readonly #connection: GrpcConnection;
   readonly #headers: Record<string, string>;
-  readonly #frame: Buffer;
+  readonly #frames: Rotation<Buffer>;
   readonly #settle: Settle;
 
   constructor(request: GrpcRequest, settle: Settle) {
     this.#connection = new GrpcConnection(request.url);
     this.#headers = requestHeaders(request.path);
-    this.#frame = framed(request.body);
+    this.#frames = new Rotation(request.bodies).map(framed);
     this.#settle = settle;
   }
 
@@ -33,7 +34,7 @@ export class GrpcUnaryTransport implements LoadTransport {
   }
 
   sharedSlot(): RequestSlot {
-    return new UnaryCallSlot(this.#settle, this.#connection, this.#headers, this.#frame);
+    return new UnaryCallSlot(this.#settle, this.#connection, this.#headers, this.#frames);
   }
 
   close(): Promise<void> {
@@ -59,7 +60,7 @@ class UnaryCallSlot extends RequestSlot {
     settle: Settle,
     readonly connection: GrpcConnection,
     readonly headers: Record<string, string>,
-    readonly frame: Buffer,
+    readonly frames: Rotation<Buffer>,
   ) {
     super(settle);
   }
@@ -81,7 +82,7 @@ class UnaryCallSlot extends RequestSlot {
     stream.on('data', this.#onData);
     stream.on('error', this.#onError);
     stream.on('close', this.#onClose);
-    stream.end(this.frame);
+    stream.end(this.frames.next());
   }
 
   abandon(): void {

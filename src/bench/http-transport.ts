@@ -1,12 +1,14 @@
 import { Client, Pool, type Dispatcher } from 'undici';
 import { RequestSlot, type LoadTransport, type Settle } from './request-slot.js';
+import { Rotation } from './rotation.js';
 
 /** What every request of an HTTP run sends: the same options object each time. */
 export interface HttpRequest {
   readonly origin: string;
   readonly path: string;
   readonly headers: Record<string, string>;
-  readonly body: Uint8Array;
+  /** Sent in rotation: one body, or `--input-pool`'s. */
+  readonly bodies: readonly Uint8Array[];
 }
 
 /** One request per connection at a time; undici's own timeouts off: the engine's sweep times requests. */
@@ -23,7 +25,7 @@ const VERSION_HEADER = Buffer.from('x-model-version');
  * `connections` for the open loop.
  */
 export class HttpTransport implements LoadTransport {
-  readonly #options: Dispatcher.DispatchOptions;
+  readonly #options: Rotation<Dispatcher.DispatchOptions>;
   readonly #origin: string;
   readonly #dispatchers: Dispatcher[] = [];
   readonly #connections: number;
@@ -34,12 +36,12 @@ export class HttpTransport implements LoadTransport {
     this.#origin = request.origin;
     this.#connections = connections;
     this.#settle = settle;
-    this.#options = {
+    this.#options = new Rotation(request.bodies).map((body) => ({
       path: request.path,
-      method: 'POST',
+      method: 'POST' as const,
       headers: request.headers,
-      body: Buffer.from(request.body.buffer, request.body.byteOffset, request.body.byteLength),
-    };
+      body: Buffer.from(body.buffer, body.byteOffset, body.byteLength),
+    }));
   }
 
   ownSlot(): RequestSlot {
@@ -73,9 +75,9 @@ class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
   readonly #versionHeader = new VersionHeader();
   #abort: ((error?: Error) => void) | undefined = undefined;
   readonly #dispatcher: Dispatcher;
-  readonly #options: Dispatcher.DispatchOptions;
+  readonly #options: Rotation<Dispatcher.DispatchOptions>;
 
-  constructor(settle: Settle, dispatcher: Dispatcher, options: Dispatcher.DispatchOptions) {
+  constructor(settle: Settle, dispatcher: Dispatcher, options: Rotation<Dispatcher.DispatchOptions>) {
     super(settle);
     this.#dispatcher = dispatcher;
     this.#options = options;
@@ -85,7 +87,7 @@ class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
     this.#status = 0;
     this.#version = undefined;
     this.#abort = undefined;
-    this.#dispatcher.dispatch(this.#options, this);
+    this.#dispatcher.dispatch(this.#options.next(), this);
   }
 
   abandon(): void {

@@ -14,7 +14,8 @@ export interface EngineSettings {
   /** The HTTP path, or the gRPC method's. */
   readonly path: string;
   readonly headers: Record<string, string>;
-  readonly body: Uint8Array;
+  /** What each request carries, in rotation: one body, or `--input-pool`'s. */
+  readonly bodies: readonly Uint8Array[];
   readonly level: LoadLevel;
   /** When this engine's first open-loop request is due, after start. */
   readonly phaseMs: number;

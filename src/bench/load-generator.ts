@@ -120,7 +120,7 @@ export async function runLoad(baseUrl: string, payload: RequestPayload, options:
     protocol: payload.protocol,
     path: payload.path,
     headers: payload.headers,
-    body: payload.body,
+    bodies: payload.bodies ?? [payload.body],
     level: share.level,
     phaseMs: share.phaseMs,
     connections: Math.ceil(OPEN_LOOP_CONNECTIONS / shares.length),
@@ -353,9 +353,9 @@ class WorkerEngine implements EngineHandle {
 
   static async spawn(settings: EngineSettings): Promise<WorkerEngine> {
     // A copy: a pooled Buffer's whole backing store would be cloned otherwise.
-    const body = new Uint8Array(settings.body);
+    const bodies = settings.bodies.map((body) => new Uint8Array(body));
     const worker = new Worker(new URL(import.meta.url), {
-      workerData: { kind: WORKER_KIND, settings: { ...settings, body } },
+      workerData: { kind: WORKER_KIND, settings: { ...settings, bodies } },
     });
     const engine = new WorkerEngine(worker);
     await engine.#reply();

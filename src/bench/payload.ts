@@ -5,7 +5,8 @@ import { InputFileError, ModelNotFoundError, UsageError } from '../core/errors.j
 import { isDatatype, type Datatype } from '../core/datatypes.js';
 import { grpcInferRequest, type RawInput } from './grpc-payload.js';
 import type { Protocol } from './report-types.js';
-import { binaryTensor, elementBytes, mulberry32, randomValues, type Value } from './tensor-values.js';
+import { mulberry32 } from '../core/random.js';
+import { binaryTensor, elementBytes, randomValues, type Value } from './tensor-values.js';
 
 /**
  * What every request of a bench run sends. The body is built once and the same Buffer (and
@@ -19,6 +20,11 @@ export interface RequestPayload {
   readonly headers: Record<string, string>;
   /** For gRPC, the serialized ModelInferRequest. */
   readonly body: Buffer;
+  /**
+   * `--input-pool N`: N distinct bodies (the first is `body`), sent in rotation so a response
+   * cache sees N inputs again and again. Every other field holds for all of them.
+   */
+  readonly bodies?: readonly Buffer[];
   /** Items one request carries (its batch dimension), for items per second. */
   readonly rows: number;
 }
@@ -169,12 +175,24 @@ export async function payloadFromFile(
   metadata: ModelMetadata,
   protocol: Protocol,
 ): Promise<RequestPayload> {
-  let body: Buffer;
+  return payloadFromBytes(await readInputFile(file), file, metadata, protocol);
+}
+
+export async function readInputFile(file: string): Promise<Buffer> {
   try {
-    body = await readFile(file);
+    return await readFile(file);
   } catch (error) {
     throw new InputFileError(`cannot read the input file ${file}: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/** payloadFromFile's request from the file's bytes (or a variant of them: `--input-pool`). */
+export function payloadFromBytes(
+  body: Buffer,
+  file: string,
+  metadata: ModelMetadata,
+  protocol: Protocol,
+): RequestPayload {
   const batched = metadata.inputs[0]?.shape[0] === -1;
   const extension = extname(file).toLowerCase();
   if (extension === '.json') {

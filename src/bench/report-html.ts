@@ -8,8 +8,6 @@ import { predictedSpeedup } from './fit.js';
 import type { BenchReport, PointResult } from './report-types.js';
 import {
   FIT_LABELS,
-  POINT_ALIGN,
-  POINT_COLUMNS,
   SPEEDUP_ALIGN,
   SPEEDUP_COLUMNS,
   describePlan,
@@ -19,7 +17,7 @@ import {
   fitSummary,
   formatCeiling,
   noFitReason,
-  pointCells,
+  pointTable,
   speedupCaption,
   speedupCells,
 } from './report-table.js';
@@ -69,7 +67,7 @@ ${htmlList(fitSummary(report))}
 ${speedupChart(report)}
 ${report.speedup.length > 0 ? `<p>${escapeHtml(speedupCaption(report))}</p>\n${htmlTable(SPEEDUP_COLUMNS, report.speedup.map(speedupCells), SPEEDUP_ALIGN)}` : ''}
 <h2>Results</h2>
-${htmlTable(POINT_COLUMNS, report.points.map(pointCells), POINT_ALIGN)}
+${htmlPointTable(report.points)}
 </body>
 </html>
 `;
@@ -108,6 +106,11 @@ function summaryHeader(report: BenchReport): string {
 }
 
 /** Right is the stylesheet's default alignment; only the others need a class. */
+function htmlPointTable(points: readonly PointResult[]): string {
+  const { columns, rows, align } = pointTable(points);
+  return htmlTable(columns, rows, align);
+}
+
 function htmlTable(
   head: readonly string[],
   rows: readonly string[][],

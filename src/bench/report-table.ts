@@ -12,6 +12,7 @@ import type {
   BenchReport,
   CapacityPlan,
   FitFailure,
+  GpuUse,
   LoadLevel,
   PointResult,
   ServerPoint,
@@ -72,6 +73,55 @@ export const POINT_ALIGN: readonly Table.HorizontalAlignment[] = [
   ...Array<Table.HorizontalAlignment>(3).fill('right'),
   'center',
 ];
+
+/**
+ * The points' table: POINT_COLUMNS, with the GPU's utilisation beside the throughput and the
+ * response cache's hit ratio before `stable` when some point has them (a local GPU, a cached
+ * model), so a CPU run's table is unchanged.
+ */
+export function pointTable(points: readonly PointResult[]): {
+  columns: string[];
+  align: Table.HorizontalAlignment[];
+  rows: string[][];
+} {
+  const gpu = points.some((point) => (point.gpus?.length ?? 0) > 0);
+  const cache = points.some((point) => point.serverSide?.cacheHitRatio !== undefined);
+  const afterItems = POINT_COLUMNS.indexOf('items/s') + 1;
+  const beforeStable = POINT_COLUMNS.indexOf('stable');
+  const splice = <T>(row: readonly T[], gpuCell: T, cacheCell: T): T[] => [
+    ...row.slice(0, afterItems),
+    ...(gpu ? [gpuCell] : []),
+    ...row.slice(afterItems, beforeStable),
+    ...(cache ? [cacheCell] : []),
+    ...row.slice(beforeStable),
+  ];
+  return {
+    columns: splice<string>(POINT_COLUMNS, 'GPU util', 'cache hits'),
+    align: splice<Table.HorizontalAlignment>(POINT_ALIGN, 'right', 'right'),
+    rows: points.map((point) =>
+      splice(pointCells(point), formatGpuUse(point.gpus), formatRatio(point.serverSide?.cacheHitRatio)),
+    ),
+  };
+}
+
+/** The busiest GPU's mean utilisation ("87%"), naming it when there are several ("87% gpu 1"). */
+export function formatGpuUse(gpus: readonly GpuUse[] | undefined): string {
+  const busiest = busiestGpu(gpus);
+  if (busiest?.utilization === undefined) return '—';
+  const percent = `${Math.round(busiest.utilization * 100)}%`;
+  return (gpus?.length ?? 0) > 1 ? `${percent} gpu ${busiest.gpu}` : percent;
+}
+
+export function busiestGpu(gpus: readonly GpuUse[] | undefined): GpuUse | undefined {
+  return gpus?.reduce<GpuUse | undefined>(
+    (best, gpu) => ((gpu.utilization ?? -1) > (best?.utilization ?? -1) ? gpu : best),
+    undefined,
+  );
+}
+
+function formatRatio(ratio: number | undefined): string {
+  return ratio === undefined ? '—' : `${(ratio * 100).toFixed(1)}%`;
+}
 
 export function pointCells(point: PointResult): string[] {
   const { latency, serverSide } = point;
@@ -215,8 +265,9 @@ function layout(table: Table.Table, aligns: readonly Table.HorizontalAlignment[]
 
 /** For the terminal: plain text when piped (see createTable). */
 export function renderTable(report: BenchReport): string {
-  const results = layout(createTable([...POINT_COLUMNS]), POINT_ALIGN);
-  for (const point of report.points) results.push(pointCells(point));
+  const points = pointTable(report.points);
+  const results = layout(createTable(points.columns), points.align);
+  for (const row of points.rows) results.push(row);
   const sections = [describeTarget(report), results.toString(), fitSummary(report).join('\n')];
   if (report.speedup.length > 0) {
     const speedup = layout(createTable([...SPEEDUP_COLUMNS]), SPEEDUP_ALIGN);
@@ -243,11 +294,16 @@ function indent(text: string): string {
     .join('\n');
 }
 
+function markdownPointTable(points: readonly PointResult[]): string {
+  const { columns, rows, align } = pointTable(points);
+  return markdownTable(columns, rows, align);
+}
+
 export function renderMarkdown(report: BenchReport): string {
   const sections = [
     `# Bench: ${markdownText(report.target.model)}`,
     markdownText(describeTarget(report)),
-    markdownTable(POINT_COLUMNS, report.points.map(pointCells), POINT_ALIGN),
+    markdownPointTable(report.points),
     fitSummary(report)
       .map((line) => `- ${markdownText(line)}`)
       .join('\n'),
@@ -330,6 +386,9 @@ export function renderCsv(report: BenchReport): string {
     'server_queue_ms',
     'server_compute_ms',
     'server_version',
+    'server_cache_hit_ratio',
+    'gpu_utilization',
+    'gpu_memory_used_bytes',
   ];
   const rows = report.points.map((p) => {
     const { load, latency: l, serverSide: s } = p;
@@ -366,6 +425,9 @@ export function renderCsv(report: BenchReport): string {
       s?.queueMsPerRequest,
       s?.computeMsPerRequest,
       s?.version,
+      s?.cacheHitRatio,
+      busiestGpu(p.gpus)?.utilization,
+      busiestGpu(p.gpus)?.memoryUsedBytes,
     ];
   });
   return [head, ...rows].map((row) => `${row.map(csvField).join(',')}\r\n`).join('');

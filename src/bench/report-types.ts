@@ -45,6 +45,23 @@ export interface ServerSideFigures {
   readonly computeMsPerRequest: number;
   /** The model version whose statistics these are: the one that answered most of the point's requests. */
   readonly version?: string;
+  /**
+   * Response cache hits ÷ lookups (the statistics' cache_hit and cache_miss counts over the
+   * point), 0–1; absent when the model made no lookups (its response cache is off).
+   */
+  readonly cacheHitRatio?: number;
+}
+
+/** One GPU's use while a point was measured, from nvidia-smi (a local target on a machine with an NVIDIA GPU). */
+export interface GpuUse {
+  /** nvidia-smi's index. */
+  readonly gpu: number;
+  readonly name: string;
+  /** Mean of the utilisation samples, 0–1; absent when the driver reports none (a MIG instance). */
+  readonly utilization?: number;
+  /** The most memory in use in any sample, bytes. */
+  readonly memoryUsedBytes?: number;
+  readonly samples: number;
 }
 
 export interface PointResult {
@@ -76,6 +93,8 @@ export interface PointResult {
    * x-model-version / model_version); absent when no answer named one.
    */
   readonly versions?: Readonly<Record<string, number>>;
+  /** Each GPU's use during the measured windows; absent for a remote target or a machine without an NVIDIA GPU. */
+  readonly gpus?: readonly GpuUse[];
 }
 
 /**

@@ -2,7 +2,9 @@ import { performance } from 'node:perf_hooks';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
 import type { LoadOptions, WindowFigures } from './load-generator.js';
 import { runLoad } from './load-generator.js';
-import { payloadFromFile, randomPayload, type RequestPayload } from './payload.js';
+import { GpuWatch, type GpuWatchOptions } from './gpu-use.js';
+import { filePayloadPool, randomPayloadPool } from './input-pool.js';
+import type { RequestPayload } from './payload.js';
 import { SERVED_SHARE, sustains } from './plan.js';
 import { roundRate, searchSustainedRate, highestSustained, type RateProbe } from './rate-search.js';
 import type {
@@ -30,6 +32,13 @@ export interface SweepOptions {
   readonly protocol: Protocol;
   readonly clientBatch: number;
   readonly inputFile?: string;
+  /** `--input-pool`: distinct requests sent in rotation (input-pool.ts); 1 sends one payload. */
+  readonly inputPool?: number;
+  /**
+   * How to sample the GPUs during each point when the target is local (gpu-use.ts); false
+   * turns it off. Default: `nvidia-smi` on PATH every second.
+   */
+  readonly gpu?: GpuWatchOptions | false;
   /** `--plan`: after its levels, search each configuration for the highest rate it sustains. */
   readonly plan?: PlanSearch;
   readonly onProgress?: (progress: SweepProgress) => void;
@@ -98,12 +107,16 @@ export async function runSweep(target: BenchTarget, options: SweepOptions): Prom
   const points: PointResult[] = [];
   const searches: RateSearchResult[] = [];
   const fastest = new Map<number, BatchTimeSample>();
+  let gpuWatch: Promise<GpuWatch | undefined> | undefined;
   for (const server of serverPoints) {
     await target.apply(server);
+    // Once the target is up: an archive's server, and so its URL, exists from its first apply.
+    gpuWatch ??= options.gpu === false ? Promise.resolve(undefined) : GpuWatch.open(target.inferenceUrl, options.gpu);
+    const gpu = await gpuWatch;
     const payload = await buildPayload(target, options);
     const measure = async (level: LoadLevel, probe?: SweepProgress['probe']): Promise<PointResult> => {
       const progress = { server, level, pointIndex: points.length, pointCount, ...(probe ? { probe } : {}) };
-      const { point, samples } = await measurePoint(target, payload, server, level, options, progress);
+      const { point, samples } = await measurePoint(target, payload, server, level, options, progress, gpu);
       for (const sample of samples) {
         const best = fastest.get(sample.batchSize);
         if (sample.count >= MIN_EXECUTIONS && (!best || sample.ms < best.ms)) fastest.set(sample.batchSize, sample);
@@ -161,6 +174,7 @@ async function measurePoint(
   level: LoadLevel,
   options: SweepOptions,
   progress: SweepProgress,
+  gpu: GpuWatch | undefined,
 ): Promise<{ point: PointResult; samples: BatchTimeSample[] }> {
   options.onProgress?.(progress);
   // Read after the warm-up, so the server-side figures exclude it like the client's do.
@@ -173,6 +187,7 @@ async function measurePoint(
     level,
     onMeasureStart: async () => {
       before = await target.stats();
+      gpu?.start();
       windowStart = performance.now();
     },
     onWindow: ({ throughput, p99Ms }) => {
@@ -181,7 +196,8 @@ async function measurePoint(
       windowStart = now;
       options.onProgress?.({ ...progress, throughput, p99Ms });
     },
-  });
+  }).finally(() => gpu?.stop());
+  const gpus = gpu?.finish();
   const served = servedStats(before, await target.stats(), result.versions);
   const point: PointResult = {
     server,
@@ -199,15 +215,17 @@ async function measurePoint(
     variation: windowVariation(fullWindows, options.load.minWindows, options.load.stabilityPct),
     serverSide: { ...serverSideFigures(served.before, served.after), version: served.version },
     versions: result.versions,
+    ...(gpus && gpus.length > 0 ? { gpus } : {}),
   };
   return { point, samples: samplesFromStats(served.before, served.after) };
 }
 
 async function buildPayload(target: BenchTarget, options: SweepOptions): Promise<RequestPayload> {
   const metadata = await target.metadata();
+  const pool = options.inputPool ?? 1;
   return options.inputFile
-    ? payloadFromFile(options.inputFile, metadata, options.protocol)
-    : randomPayload(metadata, { protocol: options.protocol, clientBatch: options.clientBatch, seed: 1 });
+    ? filePayloadPool(options.inputFile, metadata, options.protocol, pool)
+    : randomPayloadPool(metadata, { protocol: options.protocol, clientBatch: options.clientBatch, seed: 1 }, pool);
 }
 
 /** What the server's statistics changed by while one point ran. */
@@ -220,6 +238,8 @@ export function serverSideFigures(before: ModelStatsJson, after: ModelStatsJson)
     (s) =>
       s.inference_stats.compute_input.ns + s.inference_stats.compute_infer.ns + s.inference_stats.compute_output.ns,
   );
+  const cacheHits = delta((s) => s.inference_stats.cache_hit.count);
+  const cacheLookups = cacheHits + delta((s) => s.inference_stats.cache_miss.count);
   return {
     requests,
     inferences,
@@ -227,5 +247,6 @@ export function serverSideFigures(before: ModelStatsJson, after: ModelStatsJson)
     averageBatch: executions > 0 ? inferences / executions : 0,
     queueMsPerRequest: requests > 0 ? delta((s) => s.inference_stats.queue.ns) / requests / 1e6 : 0,
     computeMsPerRequest: requests > 0 ? computeNs / requests / 1e6 : 0,
+    ...(cacheLookups > 0 ? { cacheHitRatio: cacheHits / cacheLookups } : {}),
   };
 }

@@ -82,15 +82,3 @@ function exactHalf(value: number): number {
   const bits = ((exponent + 5) << 10) | ((units - 2 ** exponent) << (10 - exponent));
   return value < 0 ? bits | 0x8000 : bits;
 }
-
-/** A small seeded PRNG (mulberry32): uniform in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

@@ -38,6 +38,11 @@ export function registerBench(program: Command): void {
     )
     .option('--client-batch <rows>', 'rows per request (http-json: rows the --input body carries, for items/s)', '1')
     .option('--input <file>', 'send this file (JSON body, or raw bytes such as an image) instead of random tensors')
+    .option(
+      '--input-pool <n>',
+      'send n distinct inputs in rotation (n seeds of random tensors, or n variants of --input), so a response cache shows its hit ratio',
+      '1',
+    )
     .option('--content-type <type>', 'http-json: the --input body’s content type (default application/json)')
     .option('--duration <duration>', 'longest measurement per load level', '10s')
     .option('--requests <count>', 'stop a load level after this many measured requests')

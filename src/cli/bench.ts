@@ -31,6 +31,7 @@ export interface BenchCommandOptions {
   protocol?: Protocol;
   clientBatch: string;
   input?: string;
+  inputPool: string;
   contentType?: string;
   duration: string;
   requests?: string;
@@ -115,6 +116,7 @@ export async function runBench(archive: string | undefined, options: BenchComman
         protocol,
         clientBatch: integerOption(options.clientBatch, '--client-batch', 1),
         ...(options.input ? { inputFile: options.input } : {}),
+        inputPool: integerOption(options.inputPool, '--input-pool', 1),
         ...(plan ? { plan: { ...plan, arrival: options.arrival, ...PLAN_SEARCH } } : {}),
         load: loadOptions(options),
         onProgress: (progress) => (spinner.text = progressText(progress)),
@@ -196,6 +198,7 @@ function checkPlainHttp(protocol: Protocol, archive: string | undefined, options
     ['--management-url', options.managementUrl],
     ['--slo-p99', options.sloP99],
     ['--plan', options.plan || undefined],
+    ['--input-pool', options.inputPool === '1' ? undefined : options.inputPool],
   ]
     .filter(([, value]) => value !== undefined)
     .map(([flag]) => flag);

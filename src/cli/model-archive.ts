@@ -1,7 +1,8 @@
 import { Option, type Command } from 'commander';
-import { commaList } from './options.js';
+import { booleanOption, commaList, fractionOption } from './options.js';
 import type { PackCommandOptions } from './pack.js';
 import { ARCHIVE_FORMATS } from '../archive/format.js';
+import { MODEL_PRECISIONS } from '../archive/manifest.js';
 
 /** Flags only: each action lazy-loads its command module. */
 export function registerModelArchive(program: Command): void {
@@ -13,7 +14,7 @@ export function registerModelArchive(program: Command): void {
     .command('pack')
     .description('check a model, handler and config together and write the archive')
     .requiredOption('--model-name <name>', 'model name ([A-Za-z0-9][A-Za-z0-9_.-]*)')
-    .requiredOption('--serialized-file <path>', 'the ONNX model file')
+    .option('--serialized-file <path>', 'the ONNX model file (required unless the config declares a pipeline)')
     .option('--version <version>', 'model version', '1.0')
     .option('--handler <name|file>', 'built-in handler (tensor, image-classifier) or a .js/.ts handler file', 'tensor')
     .option('--config-file <path>', 'model-config.yaml (or .json); inputs/outputs are inferred when left out')
@@ -24,7 +25,31 @@ export function registerModelArchive(program: Command): void {
         .choices(ARCHIVE_FORMATS)
         .default('zip'),
     )
-    .option('-f, --force', 'replace an existing archive', false)
+    .option('--optimize', "also store onnxruntime's optimised graph (level extended), served on cpu", false)
+    .addOption(
+      new Option('--precision <precision>', 'convert the model: fp16 or int8 (default: as exported)').choices(
+        MODEL_PRECISIONS,
+      ),
+    )
+    .option(
+      '--keep-io-types [boolean]',
+      'fp16: keep float32 inputs and outputs (Casts at the edges)',
+      (value: string) => booleanOption(value, '--keep-io-types'),
+      true,
+    )
+    .option('--fp32-ops <ops>', 'fp16: comma-separated op types to keep in float32', commaList)
+    .option('--calibration-data <dir>', 'accuracy gate inputs: .npy, raw .bin/.raw, or images (default: seeded random)')
+    .option(
+      '--max-error <x>',
+      'accuracy gate: max relative error per output (default: fp16 0.05, int8 0.15)',
+      (value: string) => fractionOption(value, '--max-error'),
+    )
+    .option(
+      '--min-agreement <fraction>',
+      'accuracy gate: top-1 agreement per classifier output (default: fp16 0.98, int8 0.95)',
+      (value: string) => fractionOption(value, '--min-agreement'),
+    )
+    .option('-f, --force', 'replace an existing archive; with --precision, pack despite a failed accuracy gate', false)
     .action(async (options: PackCommandOptions) => {
       const { runPack } = await import('./pack.js');
       await runPack(options);

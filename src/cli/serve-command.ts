@@ -81,6 +81,12 @@ export function registerServe(program: Command): void {
     .addOption(flag('--max-connections <count>', 'open connections each port accepts at once (default 1024)'))
     .addOption(flag('--max-header-size <bytes>', 'largest request header section; larger get 431 (default 16 KiB)'))
     .addOption(flag('--drain-timeout <duration>', 'how long SIGTERM waits for admitted requests (default 30s)'))
+    .addOption(
+      flag(
+        '--gpu-metrics-interval <duration>',
+        'how often GPU utilisation, memory and power are sampled from nvidia-smi while a model runs on a GPU; 0 = never (default 5s)',
+      ),
+    )
     .addOption(flag('--log-level <level>', 'debug, info, warn, error or silent; JSON lines on stderr (default info)'))
     .addOption(
       flag(

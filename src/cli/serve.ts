@@ -28,6 +28,7 @@ export interface ServeCommandOptions {
   maxConnections?: string;
   maxHeaderSize?: string;
   drainTimeout?: string;
+  gpuMetricsInterval?: string;
   logLevel?: string;
   startupFormat?: string;
   auth: boolean;
@@ -113,6 +114,9 @@ async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin)
   if (options.maxConnections !== undefined) flags.max_connections = integer('maxConnections', options.maxConnections);
   if (options.maxHeaderSize !== undefined) flags.max_header_size = integer('maxHeaderSize', options.maxHeaderSize);
   if (options.drainTimeout !== undefined) flags.drain_timeout = duration('drainTimeout', options.drainTimeout);
+  if (options.gpuMetricsInterval !== undefined) {
+    flags.gpu_metrics_interval = duration('gpuMetricsInterval', options.gpuMetricsInterval);
+  }
   if (options.logLevel) flags.log_level = options.logLevel;
   if (options.startupFormat) flags.startup_format = options.startupFormat;
   if (options.stateFile) flags.state_file = options.stateFile;

@@ -2,6 +2,7 @@ import { ConfigInvalidError } from '../core/errors.js';
 import { DATATYPES } from '../core/datatypes.js';
 import type { TensorSpec } from '../core/tensors.js';
 import { deepFreeze, validateField, type FieldSpec } from './schema-kit.js';
+import { pipelineProblems, pipelineSchema, type PipelineConfig } from './pipeline-config.js';
 
 export const MODEL_CONFIG_FILE = 'model-config.yaml';
 
@@ -53,7 +54,7 @@ export const modelConfigSchema = {
           allowAuto: true,
           default: 1_000,
           description:
-            'Longest the oldest queued request waits for a fuller batch (µs, or "5ms"). 0 batches what is queued when an instance frees. `auto`: the server learns T(B) = c + m·B and the arrival rate as it serves and waits only while waiting lowers latency, inside `max_latency` (README, "Adaptive batching").',
+            'Longest the oldest queued request waits for a fuller batch (µs, or "5ms"). 0 batches what is queued when an instance frees. `auto`: the server times batches at load, learns T(B) = c + m·B and the arrival rate as it serves, and waits only while waiting lowers the instance time per row, inside `max_latency` (README, "Adaptive batching").',
         },
         max_latency: {
           kind: 'duration',
@@ -224,6 +225,7 @@ export const modelConfigSchema = {
         },
       },
     },
+    pipeline: pipelineSchema,
     labels_file: {
       kind: 'string',
       pattern: /^[^/\\][^\\]*$/,
@@ -346,6 +348,8 @@ export interface ModelConfig {
   readonly response_cache?: ResponseCacheConfig;
   readonly labels_file?: string;
   readonly image_classifier?: ImageClassifierOptions;
+  /** Set for a pipeline: an archive of steps, with no ONNX model of its own. */
+  readonly pipeline?: PipelineConfig;
 }
 
 /** A config whose inputs, outputs and batch size are known: what an archive holds. */
@@ -397,6 +401,7 @@ function crossFieldProblems(config: ModelConfig): string[] {
       }
     });
   }
+  if (config.pipeline) problems.push(...pipelineProblems(config.pipeline, config.inputs, config.outputs));
   const image = config.image_classifier;
   if (image && image.mean.length !== image.std.length) {
     problems.push('image_classifier: mean and std must have one value per channel each');

@@ -164,6 +164,36 @@ export class ModelConflictError extends BatchserveError {
   declare readonly code: typeof ModelConflictError.code;
 }
 
+/** A loaded pipeline uses the model (version) being unloaded; `force` unloads it anyway. */
+export class ModelInUseError extends BatchserveError {
+  static override readonly code = 'BS_ERR_MODEL_IN_USE';
+  static override readonly httpStatus = 409;
+  declare readonly code: typeof ModelInUseError.code;
+}
+
+/**
+ * A pipeline that cannot load: step models not loaded, or its tensors do not fit the loaded
+ * models' inputs and outputs. Every problem is listed at once.
+ */
+export class PipelineInvalidError extends BatchserveError {
+  static override readonly code = 'BS_ERR_PIPELINE_INVALID';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof PipelineInvalidError.code;
+  readonly problems: readonly string[];
+
+  constructor(pipeline: string, problems: readonly string[]) {
+    super(`pipeline ${pipeline} cannot load:\n  ${problems.join('\n  ')}`);
+    this.problems = problems;
+  }
+}
+
+/** A pipeline step failed other than on bad input; the message names the step. */
+export class PipelineStepError extends BatchserveError {
+  static override readonly code = 'BS_ERR_PIPELINE_STEP';
+  static override readonly httpStatus = 500;
+  declare readonly code: typeof PipelineStepError.code;
+}
+
 /** The model's `version_policy` does not keep the version being loaded. */
 export class VersionPolicyError extends BatchserveError {
   static override readonly code = 'BS_ERR_VERSION_POLICY';
@@ -298,6 +328,15 @@ export class BenchGateError extends BatchserveError {
   declare readonly code: typeof BenchGateError.code;
 }
 
+// --- pack-time conversion ----------------------------------------------------
+
+/** `pack --precision`: the converted model's answers differ from the original's beyond the limits. */
+export class AccuracyGateError extends BatchserveError {
+  static override readonly code = 'BS_ERR_ACCURACY_GATE';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof AccuracyGateError.code;
+}
+
 // --- predict (batch inference) ----------------------------------------------
 
 /** `predict`'s dataset cannot be read as its format, or the model cannot take it (dtype, shape, columns). */
@@ -369,6 +408,15 @@ export class ExperimentDataError extends BatchserveError {
   declare readonly code: typeof ExperimentDataError.code;
 }
 
+// --- model conversion (fp16, int8) ----------------------------------------------
+
+/** A model cannot be converted to another precision: unreadable, no float weights, or a graph the converter does not handle. */
+export class ModelConversionError extends BatchserveError {
+  static override readonly code = 'BS_ERR_CONVERSION_FAILED';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof ModelConversionError.code;
+}
+
 /** Every error class, for docs/errors.md and the test that keeps it in sync. */
 export const errorClasses = [
   UsageError,
@@ -391,6 +439,9 @@ export const errorClasses = [
   InferenceInputError,
   ModelNotFoundError,
   ModelConflictError,
+  ModelInUseError,
+  PipelineInvalidError,
+  PipelineStepError,
   VersionPolicyError,
   CanaryConflictError,
   CanaryNotFoundError,
@@ -410,6 +461,7 @@ export const errorClasses = [
   PortInUseError,
   ManagementCallError,
   BenchGateError,
+  AccuracyGateError,
   DatasetError,
   CheckpointError,
   ShardMergeError,
@@ -419,4 +471,5 @@ export const errorClasses = [
   FeedbackInvalidError,
   FeedbackUnknownIdError,
   ExperimentDataError,
+  ModelConversionError,
 ] as const;

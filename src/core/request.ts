@@ -18,6 +18,13 @@ export interface HandlerRequest {
    * shadow version reads the same tensors.
    */
   readonly movable?: boolean;
+  /**
+   * Set only for a pipeline's requests (the steps pass them on): when the request must be
+   * answered by (performance.now() milliseconds; undefined = no limit), and the signal that
+   * aborts when its client goes away.
+   */
+  readonly deadline?: number;
+  readonly signal?: AbortSignal;
 }
 
 /** Where a batch's time went, Triton's split: preprocess, forward pass, postprocess. */

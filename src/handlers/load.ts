@@ -37,7 +37,7 @@ export async function loadHandler(nameOrFile: string): Promise<Handler> {
   return { ...tensorHandler, ...checkHooks(module, nameOrFile) };
 }
 
-async function importHandlerModule(file: string, extension: string): Promise<Record<string, unknown>> {
+export async function importHandlerModule(file: string, extension: string): Promise<Record<string, unknown>> {
   const url = pathToFileURL(file).href;
   try {
     if (extension === '.ts' || extension === '.mts') {

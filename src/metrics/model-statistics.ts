@@ -40,6 +40,13 @@ export interface ModelStatsJson {
   inference_stats: InferenceStatsJson;
   /** One entry per batch size executed, by ascending batch size. */
   batch_stats: BatchStatJson[];
+  /** Pipelines only: each step's runs over a pipeline batch, in step order of first run. */
+  step_stats?: StepStatJson[];
+}
+
+export interface StepStatJson {
+  step: string;
+  execution: DurationStatJson;
 }
 
 export interface RequestTimings {
@@ -98,6 +105,7 @@ export class ModelStatistics {
   readonly #queue = new DurationStat();
   readonly #compute = new PhaseStats();
   readonly #batches = new Map<number, PhaseStats>();
+  readonly #steps = new Map<string, DurationStat>();
 
   /** `now` gives milliseconds since the epoch; injectable so tests get a fixed last_inference. */
   constructor(name: string, version: string, now: () => number = Date.now) {
@@ -121,6 +129,16 @@ export class ModelStatistics {
   /** A response cache lookup that did not, and how long the lookup and the insertion took. */
   recordCacheMiss(ns: number): void {
     this.#cacheMiss.add(ns);
+  }
+
+  /** One run of a pipeline step over a batch of pipeline requests. */
+  recordStep(step: string, ns: number): void {
+    let stat = this.#steps.get(step);
+    if (stat === undefined) {
+      stat = new DurationStat();
+      this.#steps.set(step, stat);
+    }
+    stat.add(ns);
   }
 
   /** One request that failed, wherever it failed. */
@@ -170,6 +188,9 @@ export class ModelStatistics {
           compute_infer: batch.computeInfer.toJSON(),
           compute_output: batch.computeOutput.toJSON(),
         })),
+      ...(this.#steps.size > 0
+        ? { step_stats: [...this.#steps].map(([step, stat]) => ({ step, execution: stat.toJSON() })) }
+        : {}),
     };
   }
 }

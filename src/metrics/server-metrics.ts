@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CostFit } from '../batching/cost-fit.js';
+import { GpuMetrics, type GpuMetricsOptions } from './gpu-metrics.js';
 
 /**
  * 50µs to 10s in 1-2-5 steps: a small model's forward pass on CPU sits near the bottom, a
@@ -116,6 +117,14 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  readonly #pipelineStep = new Histogram({
+    name: 'batchserve_pipeline_step_duration_seconds',
+    help: "One pipeline step over one pipeline batch (a model step's wait in that model's queue included), by step, in seconds.",
+    labelNames: ['model', 'version', 'step'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+
   readonly #instanceRestarts = new Counter({
     name: 'batchserve_instance_restarts_total',
     help: 'Model instances that stopped on their own (their worker thread exited) and were replaced, in instances.',
@@ -197,8 +206,20 @@ export class ServerMetrics {
   /** model → version → series; nested so a lookup builds no key string. */
   readonly #series = new Map<string, Map<string, ModelSeries>>();
 
-  constructor({ collectProcessMetrics = true }: { collectProcessMetrics?: boolean } = {}) {
+  /** Sampled from nvidia-smi while a version runs on a GPU; absent unless the server asks for it. */
+  readonly #gpu: GpuMetrics | undefined;
+
+  constructor({
+    collectProcessMetrics = true,
+    gpu,
+  }: { collectProcessMetrics?: boolean; gpu?: GpuMetricsOptions } = {}) {
     if (collectProcessMetrics) collectDefaultMetrics({ register: this.registry });
+    this.#gpu = gpu ? new GpuMetrics(this.registry, gpu) : undefined;
+  }
+
+  /** Stops GPU sampling. */
+  close(): void {
+    this.#gpu?.close();
   }
 
   /** One finished request. status: HTTP status code. */
@@ -250,6 +271,7 @@ export class ServerMetrics {
     }
     series.loadDevice = device;
     this.#modelLoad.labels(model, version, device).set(seconds);
+    this.#gpu?.placed(model, version, device.split(','));
   }
 
   /**
@@ -258,6 +280,7 @@ export class ServerMetrics {
    * that covers the unload remain right.
    */
   modelUnloaded(model: string, version: string): void {
+    this.#gpu?.removed(model, version);
     const versions = this.#series.get(model);
     const series = versions?.get(version);
     if (versions === undefined || series === undefined) return;
@@ -270,6 +293,11 @@ export class ServerMetrics {
     this.#cache.bytes.remove(model, version);
     versions.delete(version);
     if (versions.size === 0) this.#series.delete(model);
+  }
+
+  /** A pipeline step's run over one batch of pipeline requests. */
+  pipelineStep(model: string, version: string, step: string, seconds: number): void {
+    this.#pipelineStep.labels(model, version, step).observe(seconds);
   }
 
   instanceRestarted(model: string, version: string): void {

@@ -27,10 +27,11 @@ export function readBinaryTensor(
   body: Buffer,
   start: number,
   end: number,
+  bytesEncoding: BytesEncoding = 'utf8',
 ): ort.Tensor {
   const size = end - start;
   if (datatype === 'BYTES') {
-    return new ort.Tensor('string', readStrings(name, count, body, start, end), dims);
+    return new ort.Tensor('string', readStrings(name, count, body, start, end, bytesEncoding), dims);
   }
   if (size !== count * elementSize(datatype)) {
     throw new InferenceInputError(
@@ -41,8 +42,27 @@ export function readBinaryTensor(
   return new ort.Tensor(type, tensorDataFromBytes(type, body.subarray(start, end)) as Float32Array, dims);
 }
 
+/**
+ * How BYTES elements become JS strings: `utf8` text (what an ONNX string input takes), or
+ * `latin1`, one character per byte, so binary data such as an image survives exactly
+ * (`Buffer.from(element, 'latin1')`); pipelines take their BYTES inputs so.
+ */
+export type BytesEncoding = 'utf8' | 'latin1';
+
+/** UTF-8 text (a JSON string) as a latin1 byte string of its UTF-8 bytes. */
+export function textAsByteString(text: string): string {
+  return Buffer.from(text, 'utf8').toString('latin1');
+}
+
 /** Reads exactly `count` length-prefixed strings that fill `body[start, end)`. */
-function readStrings(name: string, count: number, body: Buffer, start: number, end: number): string[] {
+function readStrings(
+  name: string,
+  count: number,
+  body: Buffer,
+  start: number,
+  end: number,
+  encoding: BytesEncoding,
+): string[] {
   const strings = new Array<string>(count);
   let at = start;
   for (let i = 0; i < count; i++) {
@@ -56,7 +76,7 @@ function readStrings(name: string, count: number, body: Buffer, start: number, e
         `input "${name}": BYTES element ${i} declares ${length} bytes, only ${end - at} remain`,
       );
     }
-    strings[i] = body.toString('utf8', at, at + length);
+    strings[i] = body.toString(encoding, at, at + length);
     at += length;
   }
   if (at !== end) {

@@ -2,7 +2,7 @@ import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
 import { DATATYPES, datatypeOfOrtType, isDatatype, ortTypeOf, type Datatype } from '../core/datatypes.js';
 import type { TensorMap } from '../core/tensors.js';
-import { binaryTensorBytes, readBinaryTensor } from './binary-tensor.js';
+import { binaryTensorBytes, readBinaryTensor, type BytesEncoding } from './binary-tensor.js';
 import { classify } from './classification.js';
 import type { DecodedInferRequest, RequestedOutput, ResponseOutput } from './v2-codec.js';
 
@@ -114,7 +114,10 @@ const NONE: readonly never[] = [];
  * each input's in its typed `contents`. Raw numeric data becomes a view of the received
  * message where it sits aligned for its typed array, else a copy.
  */
-export function decodeGrpcInferRequest(message: ModelInferRequestMessage): DecodedInferRequest {
+export function decodeGrpcInferRequest(
+  message: ModelInferRequestMessage,
+  bytesEncoding: BytesEncoding = 'utf8',
+): DecodedInferRequest {
   const given = message.inputs ?? NONE;
   const raw = message.raw_input_contents ?? NONE;
   if (raw.length > 0) {
@@ -135,7 +138,7 @@ export function decodeGrpcInferRequest(message: ModelInferRequestMessage): Decod
     const { name } = input;
     if (!name) throw new InferenceInputError(`inputs[${index}] needs a name`);
     if (name in inputs) throw new InferenceInputError(`input "${name}" is given twice`);
-    inputs[name] = readInput(input, raw[index]);
+    inputs[name] = readInput(input, raw[index], bytesEncoding);
   });
   const outputs = message.outputs ?? NONE;
   return {
@@ -149,7 +152,7 @@ export function decodeGrpcInferRequest(message: ModelInferRequestMessage): Decod
   };
 }
 
-function readInput(input: InferInputTensorMessage, raw: Buffer | undefined): ort.Tensor {
+function readInput(input: InferInputTensorMessage, raw: Buffer | undefined, bytesEncoding: BytesEncoding): ort.Tensor {
   const { name, datatype, contents } = input;
   if (!isDatatype(datatype)) {
     const why = datatype === 'BF16' ? ': onnxruntime-node has no bfloat16 tensors' : '';
@@ -168,10 +171,10 @@ function readInput(input: InferInputTensorMessage, raw: Buffer | undefined): ort
         `input "${name}": shape [${dims.join(', ')}] of BYTES needs at least ${4 * count} bytes, got ${raw.length}`,
       );
     }
-    return readBinaryTensor(name, datatype, dims, count, raw, 0, raw.length);
+    return readBinaryTensor(name, datatype, dims, count, raw, 0, raw.length, bytesEncoding);
   }
   if (!contents) throw new InferenceInputError(`input "${name}": no data in contents or raw_input_contents`);
-  return readTypedTensor(name, datatype, dims, count, contents);
+  return readTypedTensor(name, datatype, dims, count, contents, bytesEncoding);
 }
 
 /** Shape dimensions as numbers; each must be a non-negative safe integer. */
@@ -196,6 +199,7 @@ function readTypedTensor(
   dims: number[],
   count: number,
   contents: InferTensorContentsMessage,
+  bytesEncoding: BytesEncoding,
 ): ort.Tensor {
   if (datatype === 'FP16') {
     throw new InferenceInputError(`input "${name}": FP16 has no typed contents field, send it in raw_input_contents`);
@@ -212,13 +216,14 @@ function readTypedTensor(
       `input "${name}": shape [${dims.join(', ')}] needs ${count} elements, ${field} has ${values.length}`,
     );
   }
-  return new ort.Tensor(ortTypeOf(datatype), typedTensorData(name, datatype, values), dims);
+  return new ort.Tensor(ortTypeOf(datatype), typedTensorData(name, datatype, values, bytesEncoding), dims);
 }
 
 function typedTensorData(
   name: string,
   datatype: Exclude<Datatype, 'FP16'>,
   values: readonly unknown[],
+  bytesEncoding: BytesEncoding,
 ): ort.Tensor['data'] {
   switch (datatype) {
     case 'BOOL':
@@ -232,7 +237,7 @@ function typedTensorData(
     case 'UINT64':
       return int64TensorData(values as readonly Int64[], new BigUint64Array(values.length));
     case 'BYTES':
-      return (values as readonly Buffer[]).map((bytes) => bytes.toString('utf8'));
+      return (values as readonly Buffer[]).map((bytes) => bytes.toString(bytesEncoding));
     default:
       return integerTensorData(name, datatype, values as readonly number[]);
   }

@@ -1,5 +1,6 @@
 import { InferenceInputError, UsageError } from '../core/errors.js';
 import { batchPlacement, checkRequestTensors, type TensorMap, type TensorSpec } from '../core/tensors.js';
+import type { BytesEncoding } from './binary-tensor.js';
 import { decodeInferRequest, type DecodedInferRequest, type HeaderParser, type RequestedOutput } from './v2-codec.js';
 
 /** What the protocol layer needs of a model version to check a request against it. */
@@ -8,6 +9,8 @@ export interface ModelSignature {
   readonly outputs: readonly TensorSpec[];
   /** max_batch_size > 0: every input's first dimension is the batch. */
   readonly batching: boolean;
+  /** How BYTES inputs are decoded; default utf8 text, latin1 byte strings for pipelines. */
+  readonly bytesEncoding?: BytesEncoding;
 }
 
 /**
@@ -59,7 +62,10 @@ export function prepareV2Request(
   if (headerLength === undefined && framing.binaryBody) {
     throw new InferenceInputError('a binary body needs the Inference-Header-Content-Length header');
   }
-  return prepareDecoded(decodeInferRequest(body, headerLength, signature.inputs, parseHeader), signature);
+  return prepareDecoded(
+    decodeInferRequest(body, headerLength, signature.inputs, parseHeader, signature.bytesEncoding),
+    signature,
+  );
 }
 
 /**

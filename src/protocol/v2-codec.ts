@@ -2,7 +2,13 @@ import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
 import { DATATYPES, datatypeOfOrtType, isDatatype, type Datatype } from '../core/datatypes.js';
 import type { TensorMap, TensorSpec } from '../core/tensors.js';
-import { binaryTensorBytes, elementSize, readBinaryTensor } from './binary-tensor.js';
+import {
+  binaryTensorBytes,
+  elementSize,
+  readBinaryTensor,
+  textAsByteString,
+  type BytesEncoding,
+} from './binary-tensor.js';
 import { classify } from './classification.js';
 import { jsonTensorData, readJsonTensor } from './json-tensor.js';
 import { parseHeaderLiftingData } from './json-data-lift.js';
@@ -59,8 +65,9 @@ export function decodeInferRequest(
   headerLength: number | undefined,
   modelInputs: readonly TensorSpec[],
   parse: HeaderParser = parseHeaderLiftingData,
+  bytesEncoding: BytesEncoding = 'utf8',
 ): DecodedInferRequest {
-  if (headerLength === 0) return decodeRawRequest(body, modelInputs);
+  if (headerLength === 0) return decodeRawRequest(body, modelInputs, bytesEncoding);
   const jsonLength = headerLength ?? body.length;
   if (!Number.isSafeInteger(jsonLength) || jsonLength < 0 || jsonLength > body.length) {
     throw new InferenceInputError(
@@ -84,7 +91,11 @@ export function decodeInferRequest(
       if (!('data' in input.raw)) {
         throw new InferenceInputError(`input "${input.name}": needs "data" or parameters.binary_data_size`);
       }
-      inputs[input.name] = readJsonTensor(input, input.raw.data, jsonLength);
+      const tensor = readJsonTensor(input, input.raw.data, jsonLength);
+      inputs[input.name] =
+        bytesEncoding === 'latin1' && tensor.type === 'string'
+          ? new ort.Tensor('string', (tensor.data as string[]).map(textAsByteString), tensor.dims)
+          : tensor;
       return;
     }
     if ('data' in input.raw) {
@@ -102,7 +113,16 @@ export function decodeInferRequest(
         `input "${input.name}": shape [${input.dims.join(', ')}] of BYTES needs at least ${4 * input.count} bytes, got ${input.binarySize}`,
       );
     }
-    inputs[input.name] = readBinaryTensor(input.name, input.datatype, input.dims, input.count, body, offset, end);
+    inputs[input.name] = readBinaryTensor(
+      input.name,
+      input.datatype,
+      input.dims,
+      input.count,
+      body,
+      offset,
+      end,
+      bytesEncoding,
+    );
     offset = end;
   });
   if (offset !== body.length) {
@@ -189,7 +209,11 @@ function requestedOutputs(raw: unknown, binaryDataOutput: boolean): RequestedOut
 }
 
 /** Triton's raw binary request: the whole body is the single input; rows follow from its size. */
-function decodeRawRequest(body: Buffer, modelInputs: readonly TensorSpec[]): DecodedInferRequest {
+function decodeRawRequest(
+  body: Buffer,
+  modelInputs: readonly TensorSpec[],
+  bytesEncoding: BytesEncoding,
+): DecodedInferRequest {
   const [spec, ...others] = modelInputs;
   if (!spec || others.length > 0) {
     throw new InferenceInputError(
@@ -213,7 +237,7 @@ function decodeRawRequest(body: Buffer, modelInputs: readonly TensorSpec[]): Dec
         `input "${name}": a raw BYTES request is one element, the model's shape [${shape.join(', ')}] holds more`,
       );
     }
-    tensor = new ort.Tensor('string', [body.toString('utf8')], batched ? [1, ...rowShape] : shape);
+    tensor = new ort.Tensor('string', [body.toString(bytesEncoding)], batched ? [1, ...rowShape] : shape);
   } else {
     const rowBytes = rowElements * elementSize(datatype);
     const rows = batched ? body.length / rowBytes : 1;

@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
-import type { CompleteModelConfig } from '../config/model-config.js';
+import { servedModelFile } from '../archive/served-model.js';
+import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
 import { ModelLoadError } from '../core/errors.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
@@ -12,7 +13,9 @@ import { ModelInstance, type ServingInstance } from '../runtime/model-instance.j
 import { openInstance, type InstanceSpec } from '../runtime/open-instance.js';
 import { applyTensorrtOptions } from '../runtime/tensorrt-options.js';
 import { WorkerInstance } from '../runtime/worker-instance.js';
-import { LoadedModel } from './loaded-model.js';
+import { LoadedModel, type LoadedModelParts } from './loaded-model.js';
+import type { ModelLookup } from '../pipeline/model-step.js';
+import { openPipeline } from '../pipeline/open-pipeline.js';
 
 export interface LoadOptions {
   /** Where archives are extracted while served. */
@@ -26,6 +29,8 @@ export interface LoadOptions {
   readonly version?: string;
   /** Overrides the archive's model name (`serve --model-name`). */
   readonly name?: string;
+  /** Finds the loaded models a pipeline's steps name; without it, pipelines do not load. */
+  readonly lookup?: ModelLookup;
 }
 
 /**
@@ -42,7 +47,6 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     await unpackArchive(archivePath, modelDir);
     const source = await openArchive(modelDir);
     const { manifest, config: storedConfig } = await readArchiveContents(source).finally(() => source.close());
-    const modelPath = join(modelDir, manifest.model.serializedFile);
     const configSource = `${archivePath}!${manifest.model.configFile}`;
     const labels = storedConfig.labels_file
       ? (await readFile(join(modelDir, storedConfig.labels_file), 'utf8')).split(/\r?\n/).filter((line) => line !== '')
@@ -52,23 +56,35 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     );
     const name = options.name ?? manifest.model.modelName;
     const version = options.version ?? manifest.model.modelVersion;
+    if (storedConfig.pipeline) {
+      const where = { name, version, archivePath, manifest, labels, workDir, started };
+      return await loadPipeline(storedConfig, configSource, where, options);
+    }
     const handler = isBuiltinHandler(manifest.model.handler)
       ? manifest.model.handler
       : join(modelDir, manifest.model.handler);
     let config: CompleteModelConfig | undefined;
     const deviceNotes: string[] = [];
+    let fallbackLogged = false;
 
     const createInstance = async (index: number): Promise<ServingInstance> => {
+      const device = devices[index] ?? devices[0] ?? 'cpu';
+      const served = servedModelFile(manifest, device);
+      // One line per archive, however many instances fall back (and not again on restarts).
+      if (served.fallback && !fallbackLogged) {
+        fallbackLogged = true;
+        options.logger?.warn({ model: name, version }, served.fallback);
+      }
       const spec: InstanceSpec = {
         modelName: name,
         modelVersion: version,
-        modelPath,
-        modelSource: `${archivePath}!${manifest.model.serializedFile}`,
+        modelPath: join(modelDir, served.file),
+        modelSource: `${archivePath}!${served.file}`,
         handler,
         config: storedConfig,
         configSource,
         labels,
-        device: devices[index] ?? devices[0] ?? 'cpu',
+        device,
       };
       const id = `${name}:${version}:${index}`;
       applyTensorrtOptions(spec.device, storedConfig.tensorrt);
@@ -85,7 +101,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     };
     for (let index = 0; index < devices.length; index++) instances.push(await createInstance(index));
 
-    return new LoadedModel({
+    const model = new LoadedModel({
       name,
       version,
       archivePath,
@@ -100,6 +116,9 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       metrics: options.metrics,
       ...(options.logger ? { logger: options.logger } : {}),
     });
+    // With max_queue_delay: auto, its cost line is seeded before the model reports ready.
+    await model.calibrateCost();
+    return model;
   } catch (error) {
     await Promise.all(instances.map((instance) => instance.release()));
     await rm(workDir, { recursive: true, force: true });
@@ -108,4 +127,37 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       cause: error,
     });
   }
+}
+
+type ArchiveParts = Pick<LoadedModelParts, 'name' | 'version' | 'archivePath' | 'manifest' | 'labels' | 'workDir'>;
+
+/** A pipeline archive: no sessions; its instances run the steps against the models loaded now. */
+async function loadPipeline(
+  storedConfig: ModelConfig,
+  configSource: string,
+  { started, ...archive }: ArchiveParts & { started: bigint },
+  options: LoadOptions,
+): Promise<LoadedModel> {
+  if (!options.lookup) throw new ModelLoadError(`${archive.archivePath} is a pipeline; only a server loads pipelines`);
+  const pipeline = await openPipeline({
+    name: archive.name,
+    version: archive.version,
+    dir: join(archive.workDir, 'model'),
+    config: storedConfig,
+    configSource,
+    lookup: options.lookup,
+    // Steps run only once the model below exists and serves.
+    stepFinished: (step, ns) => loaded.recordStep(step, ns),
+  });
+  const loaded = new LoadedModel({
+    ...archive,
+    config: pipeline.config,
+    instances: pipeline.instances,
+    createInstance: (index) => Promise.resolve(pipeline.createInstance(index)),
+    deviceNotes: [],
+    loadSeconds: Number(process.hrtime.bigint() - started) / 1e9,
+    metrics: options.metrics,
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
+  return loaded;
 }

@@ -15,6 +15,7 @@ import { ModelNotReadyError, UsageError } from '../core/errors.js';
 import { ModelStatistics } from '../metrics/model-statistics.js';
 import type { CostFit } from '../batching/cost-fit.js';
 import { ResponseCache } from './response-cache.js';
+import { calibrateCost } from './calibrate-cost.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import type { HandlerRequest } from '../core/request.js';
@@ -47,6 +48,9 @@ export interface LoadedModelParts {
 /** A cached answer ran no forward pass. */
 const NO_COMPUTE = Object.freeze({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 });
 
+/** The adaptive fit's gauges are set at most this often, ms (and whenever trust changes). */
+const FIT_GAUGE_MS = 100;
+
 /** A stopped instance gets this many tries to come back, a second more apart each time. */
 const RESTART_ATTEMPTS = 3;
 
@@ -68,6 +72,10 @@ export class LoadedModel {
   readonly #parts: LoadedModelParts;
   #modelState: ModelState = 'ready';
   #liveFit: (CostFit & { wait_ms: number }) | undefined;
+  /** When the fit gauges were last set: at most every FIT_GAUGE_MS, they are off the hot path. */
+  #fitGaugeAt = -Infinity;
+  /** Timing batches for `max_queue_delay: auto`, once per loaded version (calibrate-cost.ts). */
+  #calibration: Promise<void> | undefined;
   /** Set with `response_cache.enable`; one per version, so answers never cross versions. */
   readonly #cache: ResponseCache | undefined;
   #unloading: Promise<void> | undefined;
@@ -95,19 +103,9 @@ export class LoadedModel {
       queueChanged: (rows) => metrics.setQueueDepth(this.name, this.version, rows),
       pendingChanged: (rows) => metrics.setPendingRows(this.name, this.version, rows),
       busyChanged: (busy, total) => metrics.setBusyInstances(this.name, this.version, busy, total),
-      fitChanged: (fit, waitMs) => {
-        if (fit.trusted !== this.#liveFit?.trusted) {
-          parts.logger?.info(
-            { model: this.name, version: this.version, c_ms: fit.c, m_ms: fit.m, r2: fit.r2 },
-            fit.trusted
-              ? 'adaptive batching: the cost fit is trusted and now steers the wait'
-              : `adaptive batching: dispatching as with delay 0 until the cost fit is trusted (${fit.reason ?? ''})`,
-          );
-        }
-        this.#liveFit = { ...fit, wait_ms: waitMs };
-        metrics.batchingFit(this.name, this.version, fit, waitMs);
-      },
+      fitChanged: (fit, waitMs) => this.#fitChanged(fit, waitMs),
     });
+    if (parts.config.dynamic_batching.max_queue_delay === 'auto') void this.calibrateCost();
     metrics.setBusyInstances(this.name, this.version, 0, this.#instanceList.length);
     // From the start, so an autoscaler's query on a fresh pod reads 0, not an empty series.
     metrics.setPendingRows(this.name, this.version, 0);
@@ -125,6 +123,33 @@ export class LoadedModel {
 
   get state(): ModelState {
     return this.#modelState;
+  }
+
+  /**
+   * With `max_queue_delay: auto`, times a few batches of zeros at sizes 1, ⌈max/2⌉ and max on
+   * one instance so the cost line steers from the first request; once per version (started at
+   * load, or when a live reconfigure switches to auto). Needs `warmup` (the handler takes v2
+   * tensors) and max_batch_size ≥ 3; a failure is logged and leaves auto at delay 0 until its
+   * own batches make the line.
+   */
+  calibrateCost(): Promise<void> {
+    const config = this.#currentConfig;
+    if (!config.warmup || config.max_batch_size < 3) return Promise.resolve();
+    this.#calibration ??= calibrateCost(this.#batcher, config).then(
+      (timed) => {
+        this.#parts.logger?.info(
+          { model: this.name, version: this.version, timed_ms: timed },
+          'adaptive batching: cost line seeded from batches timed at load',
+        );
+        if (this.#liveFit === undefined) this.#fitChanged(this.#batcher.seededFit, 0);
+      },
+      (error: unknown) =>
+        this.#parts.logger?.warn(
+          { model: this.name, version: this.version, err: String(error) },
+          'adaptive batching: could not time batches at load; dispatching as with delay 0 until the fit is trusted',
+        ),
+    );
+    return this.#calibration;
   }
 
   /** With `max_queue_delay: auto`: the cost line learnt so far and the last wait chosen; else undefined. */
@@ -167,12 +192,13 @@ export class LoadedModel {
   }
 
   /** Queues one request for batching. Its outcome is recorded by whoever answers it (server/request-outcome). */
-  infer(request: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
+  infer(given: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
     if (this.#modelState !== 'ready') {
       return Promise.reject(
         new ModelNotReadyError(`model ${this.name} version ${this.version} is ${this.#modelState}`),
       );
     }
+    const request = this.#currentConfig.pipeline ? this.#withDeadline(given, options) : given;
     const cache = this.#cache;
     const key = cache?.keyOf(request);
     if (cache === undefined || key === undefined) return this.#batcher.submit(request, options);
@@ -193,6 +219,22 @@ export class LoadedModel {
       this.stats.recordCacheMiss(lookupNs + Number(process.hrtime.bigint() - storing));
       return result;
     });
+  }
+
+  /** A pipeline's steps get what is left of the request's timeout, and its client's signal. */
+  #withDeadline(request: HandlerRequest, options: SubmitOptions): HandlerRequest {
+    const timeoutUs = effectiveTimeoutUs(this.#currentConfig.dynamic_batching.default_timeout, options.timeoutUs);
+    return {
+      ...request,
+      ...(timeoutUs > 0 ? { deadline: performance.now() + timeoutUs / 1000 } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    };
+  }
+
+  /** A pipeline step's run over one pipeline batch: statistics and the `step`-labelled histogram. */
+  recordStep(step: string, ns: number): void {
+    this.stats.recordStep(step, ns);
+    this.#parts.metrics.pipelineStep(this.name, this.version, step, ns / 1e9);
   }
 
   /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` (a delay, or `auto`) of the running batcher. */
@@ -217,6 +259,7 @@ export class LoadedModel {
     });
     this.#currentSignature = signatureOf(this.#currentConfig);
     this.#batcher.reconfigure(policyOf(this.#currentConfig));
+    if (maxQueueDelay === 'auto') void this.calibrateCost();
   }
 
   /** Grows or shrinks the instances; removed ones finish their running batch first. */
@@ -237,6 +280,26 @@ export class LoadedModel {
       this.#batcher.setRunners(this.#instanceList);
       await this.#batcher.drained();
       await Promise.all(removed.map((instance) => instance.release()));
+    }
+  }
+
+  /** Logs when trust changes, keeps the line for describe, and sets the gauges (at most every FIT_GAUGE_MS). */
+  #fitChanged(fit: CostFit, waitMs: number): void {
+    const { logger, metrics } = this.#parts;
+    const trustChanged = fit.trusted !== this.#liveFit?.trusted;
+    if (trustChanged) {
+      logger?.info(
+        { model: this.name, version: this.version, c_ms: fit.c, m_ms: fit.m, r2: fit.r2 },
+        fit.trusted
+          ? 'adaptive batching: the cost fit is trusted and now steers the wait'
+          : `adaptive batching: dispatching as with delay 0 until the cost fit is trusted (${fit.reason ?? ''})`,
+      );
+    }
+    this.#liveFit = { ...fit, wait_ms: waitMs };
+    const now = performance.now();
+    if (trustChanged || now - this.#fitGaugeAt >= FIT_GAUGE_MS) {
+      this.#fitGaugeAt = now;
+      metrics.batchingFit(this.name, this.version, fit, waitMs);
     }
   }
 
@@ -295,6 +358,12 @@ export class LoadedModel {
   }
 }
 
+/** The request's own timeout may only shorten the model's default; 0 = none. */
+function effectiveTimeoutUs(defaultUs: number, requestedUs: number | undefined): number {
+  if (requestedUs === undefined || requestedUs <= 0) return defaultUs;
+  return defaultUs > 0 ? Math.min(defaultUs, requestedUs) : requestedUs;
+}
+
 /** `max_latency`, else the request timeout (a request is refused past it anyway), else 1 s. */
 export function latencyBudgetUs(batching: CompleteModelConfig['dynamic_batching']): number {
   return batching.max_latency ?? (batching.default_timeout > 0 ? batching.default_timeout : 1_000_000);
@@ -304,7 +373,13 @@ export function latencyBudgetUs(batching: CompleteModelConfig['dynamic_batching'
 const unrefDelay = (ms: number): Promise<void> => delay(ms, undefined, { ref: false });
 
 function signatureOf(config: CompleteModelConfig): ModelSignature {
-  return Object.freeze({ inputs: config.inputs, outputs: config.outputs, batching: config.max_batch_size > 0 });
+  return Object.freeze({
+    inputs: config.inputs,
+    outputs: config.outputs,
+    batching: config.max_batch_size > 0,
+    // A pipeline's steps read BYTES inputs as bytes (images), not as text.
+    ...(config.pipeline ? { bytesEncoding: 'latin1' as const } : {}),
+  });
 }
 
 export function policyOf(config: CompleteModelConfig): BatchingPolicy {

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { ModelConflictError, ModelNotFoundError, VersionPolicyError } from '../core/errors.js';
+import { ModelConflictError, ModelInUseError, ModelNotFoundError, VersionPolicyError } from '../core/errors.js';
+import { isModelStep } from '../config/pipeline-config.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ModelPolicy, VersionPolicy } from '../config/model-policy.js';
 import { loadModelArchive } from './load-archive.js';
@@ -80,6 +81,7 @@ export class ModelRepository {
         ...(device ? { device } : {}),
         ...(overrides.version ? { version: overrides.version } : {}),
         ...(overrides.name ? { name: overrides.name } : {}),
+        lookup: (name, version) => this.get(name, version),
       });
       const versions = this.#models.get(model.name) ?? new Map<string, LoadedModel>();
       if (versions.has(model.version)) {
@@ -127,7 +129,8 @@ export class ModelRepository {
     const policy = this.versionPolicy(model.name);
     if (policy?.latest === undefined) return;
     const { excluded } = selectVersions(policy, this.#models.get(model.name)?.keys() ?? []);
-    await Promise.all(excluded.map((version) => this.unload(model.name, version)));
+    // The policy is the operator's explicit choice: it wins over a pipeline pinned to an evicted version.
+    await Promise.all(excluded.map((version) => this.unload(model.name, version, { force: true })));
     if (excluded.includes(model.version)) {
       throw new VersionPolicyError(
         `model ${model.name} keeps versions (${describeVersionPolicy(policy)}); version ${model.version} is refused: newer versions loaded meanwhile`,
@@ -279,10 +282,19 @@ export class ModelRepository {
     else this.#configuredDefaults.set(name, version);
   }
 
-  /** Drains and unloads one version, or every version of the model. */
-  async unload(name: string, version?: string): Promise<LoadedModel[]> {
+  /**
+   * Drains and unloads one version, or every version of the model. Refused (ModelInUseError)
+   * while a loaded pipeline's step needs it, unless `force`: then that step's requests fail.
+   */
+  async unload(name: string, version?: string, options: { force?: boolean } = {}): Promise<LoadedModel[]> {
     const targets = version === undefined ? this.versions(name) : [this.get(name, version)];
     if (targets.length === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
+    const users = options.force ? [] : this.#pipelinesNeeding(name, targets);
+    if (users.length > 0) {
+      throw new ModelInUseError(
+        `model ${name} ${targets.map((model) => `version ${model.version}`).join(', ')} is used by ${users.join(', ')}; unload those first or force it (?force=true)`,
+      );
+    }
     await Promise.all(targets.map((model) => model.unload()));
     const versions = this.#models.get(name);
     for (const model of targets) {
@@ -295,7 +307,28 @@ export class ModelRepository {
   }
 
   async unloadAll(): Promise<void> {
-    await Promise.all(this.names().map((name) => this.unload(name)));
+    await Promise.all(this.names().map((name) => this.unload(name, undefined, { force: true })));
+  }
+
+  /**
+   * The loaded pipelines (other than those unloading with it) whose steps would lose their
+   * model if `targets` went: a step pinned to one of those versions, or an unpinned step
+   * when no other ready version of the model would remain.
+   */
+  #pipelinesNeeding(name: string, targets: readonly LoadedModel[]): string[] {
+    const leaving = new Set(targets);
+    const remaining = this.versions(name).filter((model) => !leaving.has(model) && model.state === 'ready');
+    const users: string[] = [];
+    for (const pipeline of this.list()) {
+      if (leaving.has(pipeline) || pipeline.state !== 'ready') continue;
+      for (const step of pipeline.config.pipeline?.steps ?? []) {
+        if (!isModelStep(step) || step.model !== name) continue;
+        const needed =
+          step.version === undefined ? remaining.length === 0 : targets.some((model) => model.version === step.version);
+        if (needed) users.push(`pipeline ${pipeline.name} version ${pipeline.version} (step "${step.name}")`);
+      }
+    }
+    return users;
   }
 
   /** Ready when every loaded model version is. */

@@ -33,7 +33,7 @@ import {
   handlerRequest,
   HEADER_SAFE,
   missingOutput,
-  PLATFORM,
+  platformOf,
   requireReady,
   submitOptions,
   V2_EXTENSIONS,
@@ -118,7 +118,7 @@ export class GrpcInferenceApi {
         return {
           name: model.name,
           versions: repository.versions(model.name).map((loaded) => loaded.version),
-          platform: PLATFORM,
+          platform: platformOf(model),
           inputs: model.config.inputs,
           outputs: model.config.outputs,
         };
@@ -218,7 +218,10 @@ export class GrpcInferenceApi {
         const reservation: QueueReservation = model.reserve();
         try {
           const message = this.#inferRequest.decode(raw);
-          const prepared = prepareDecoded(decodeGrpcInferRequest(message as ModelInferRequestMessage), model.signature);
+          const prepared = prepareDecoded(
+            decodeGrpcInferRequest(message as ModelInferRequestMessage, model.signature.bytesEncoding),
+            model.signature,
+          );
           const id = requestId(prepared, metadata);
           tell('x-request-id', id);
           if (logs.sample(model)) logged = loggedRequest(choice, id, prepared, raw, logs.keepsInputs(model));

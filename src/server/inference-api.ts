@@ -43,6 +43,11 @@ export const V2_EXTENSIONS = [
 ];
 export const PLATFORM = 'onnxruntime_onnx';
 
+/** Triton's platform for a pipeline of models is `ensemble`. */
+export function platformOf(model: LoadedModel): string {
+  return model.config.pipeline ? 'ensemble' : PLATFORM;
+}
+
 export interface InferenceApiOptions {
   readonly repository: ModelRepository;
   readonly traffic: TrafficControl;
@@ -213,7 +218,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
         sendJson(res, 200, {
           name: model.name,
           versions: repository.versions(model.name).map((loaded) => loaded.version),
-          platform: PLATFORM,
+          platform: platformOf(model),
           inputs: model.config.inputs,
           outputs: model.config.outputs,
         });

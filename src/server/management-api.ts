@@ -104,8 +104,10 @@ export function managementRoutes(options: ManagementOptions): Route[] {
     {
       method: 'DELETE',
       path: new RegExp(`^/models/${MODEL}${VERSION}$`),
-      handle: async (_req, res, [name, version]) => {
-        const removed = await repository.unload(name as string, version);
+      handle: async (_req, res, [name, version], url) => {
+        const removed = await repository.unload(name as string, version, {
+          force: url.searchParams.get('force') === 'true',
+        });
         await options.traffic.versionsChanged();
         sendJson(res, 200, {
           status: `Model "${name}" unregistered (versions ${removed.map((model) => model.version).join(', ')})`,

@@ -112,6 +112,12 @@ export const serverConfigSchema = {
       default: 30_000_000,
       description: 'On SIGTERM/SIGINT, how long admitted requests may take to finish before the server exits.',
     },
+    gpu_metrics_interval: {
+      kind: 'duration',
+      default: 5_000_000,
+      description:
+        'How often the `batchserve_gpu_*` gauges are sampled from `nvidia-smi` while some model has an instance on a GPU (cuda, tensorrt, webgpu); 0 turns them off. Without `nvidia-smi` nothing is sampled (one log line).',
+    },
     log_level: {
       kind: 'enum',
       values: ['debug', 'info', 'warn', 'error', 'silent'],
@@ -203,6 +209,8 @@ export interface ServerConfig {
   readonly max_header_size: number;
   /** Microseconds. */
   readonly drain_timeout: number;
+  /** Microseconds; 0: no GPU metrics. */
+  readonly gpu_metrics_interval: number;
   readonly log_level: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   readonly startup_format: 'auto' | 'text' | 'json';
   readonly device?: string;

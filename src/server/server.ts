@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { BatchserveError, InputFileError, UsageError } from '../core/errors.js';
+import { BatchserveError, InputFileError, PipelineInvalidError, UsageError } from '../core/errors.js';
 import { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelRepository } from '../repository/model-repository.js';
 import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity } from '../repository/store-catalog.js';
@@ -65,7 +65,9 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   refuseWritesIntoStore(config, workRoot);
   // Before anything is loaded or created: a taken port fails at once.
   await checkPortsFree(config);
-  const metrics = new ServerMetrics();
+  const metrics = new ServerMetrics({
+    gpu: { intervalMs: config.gpu_metrics_interval / 1000, log: (message) => logger.info(message) },
+  });
   const workFolder = await createWorkFolder(workRoot);
   for (const folder of workFolder.removed) {
     logger.info({ folder }, 'removed the work folder of a batchserve process that is gone');
@@ -92,6 +94,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     await logs?.close();
     await Promise.all(servers.map((server) => closeServer(server)));
     await repository.unloadAll();
+    metrics.close();
     await removeWorkFolder(workFolder.path);
   };
 
@@ -327,18 +330,33 @@ async function loadStartupModels(
   }
 
   const loaded = new Set<string>();
-  for (const archive of offered.filter((candidate) => !excluded.has(candidate))) {
-    let model;
-    try {
-      model = await (archive.fromStore ? repository.loadStoreArchive(archive.path) : repository.load(archive.path));
-    } catch (error) {
-      if (error instanceof UsageError || !(error instanceof BatchserveError)) throw error;
-      fail(archive.spec, archive.path, error);
-      continue;
+  // A pipeline named before its step models is tried again once they have loaded; rounds go
+  // on while any pipeline loads (pipelines of pipelines), and what never loads fails then.
+  let pending = offered.filter((candidate) => !excluded.has(candidate));
+  while (pending.length > 0) {
+    const waiting: { archive: (typeof pending)[number]; error: PipelineInvalidError }[] = [];
+    for (const archive of pending) {
+      let model;
+      try {
+        model = await (archive.fromStore ? repository.loadStoreArchive(archive.path) : repository.load(archive.path));
+      } catch (error) {
+        if (error instanceof PipelineInvalidError) {
+          waiting.push({ archive, error });
+          continue;
+        }
+        if (error instanceof UsageError || !(error instanceof BatchserveError)) throw error;
+        fail(archive.spec, archive.path, error);
+        continue;
+      }
+      loaded.add(resolve(archive.path));
+      for (const note of model.deviceNotes) logger.info({ model: model.name, version: model.version }, note);
+      logger.info({ model: model.name, version: model.version, seconds: model.loadSeconds }, 'model loaded');
     }
-    loaded.add(resolve(archive.path));
-    for (const note of model.deviceNotes) logger.info({ model: model.name, version: model.version }, note);
-    logger.info({ model: model.name, version: model.version, seconds: model.loadSeconds }, 'model loaded');
+    if (waiting.length === pending.length) {
+      for (const { archive, error } of waiting) fail(archive.spec, archive.path, error);
+      break;
+    }
+    pending = waiting.map(({ archive }) => archive);
   }
   if (loaded.size === 0 && failures.length > 0) throw failures[0]?.error;
   return { loaded, failures: failures.map(({ spec, message }) => ({ spec, message })) };

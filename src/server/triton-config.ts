@@ -14,12 +14,13 @@ export function tritonModelConfig(model: LoadedModel): Record<string, unknown> {
     data_type: spec.datatype === 'BYTES' ? 'TYPE_STRING' : `TYPE_${spec.datatype}`,
     dims: batching ? spec.shape.slice(1) : spec.shape,
   });
-  const kind = (device: string): string => (device === 'cpu' ? 'KIND_CPU' : 'KIND_GPU');
+  // A pipeline's instances run its steps on the server's own thread.
+  const kind = (device: string): string => (device === 'cpu' || device === 'pipeline' ? 'KIND_CPU' : 'KIND_GPU');
   return {
     name: model.name,
     version: model.version,
-    platform: 'onnxruntime_onnx',
-    backend: 'onnxruntime',
+    // A pipeline is Triton's ensemble; its steps are under `batchserve.pipeline`.
+    ...(config.pipeline ? { platform: 'ensemble' } : { platform: 'onnxruntime_onnx', backend: 'onnxruntime' }),
     max_batch_size: config.max_batch_size,
     input: config.inputs.map(tensor),
     output: config.outputs.map(tensor),

@@ -350,7 +350,7 @@ for (const format of ['zip', 'dir'] as const) {
   test(`a failure while writing (${format}) leaves nothing behind`, async (t) => {
     const dir = await tempDir(t);
     const options = await project(dir);
-    const model = options.serializedFile;
+    const model = options.serializedFile as string;
     // Once everything is hashed, the model vanishes before the archive is written.
     const onProgress = (progress: PackProgress): void => {
       if (progress.phase === 'hashing' && progress.doneBytes === progress.totalBytes) unlinkSync(model);

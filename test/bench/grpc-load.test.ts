@@ -224,7 +224,7 @@ test('grpc-stream matches answers to requests by their ids, in any order, howeve
     {
       url: `grpc://127.0.0.1:${(server.address() as AddressInfo).port}`,
       path: '/inference.GRPCInferenceService/ModelStreamInfer',
-      body: requestType.encode(requestType.fromObject({ model_name: 'm' })).finish(),
+      bodies: [requestType.encode(requestType.fromObject({ model_name: 'm' })).finish()],
     },
     (slot, outcome) => {
       if (settled.push([slot, outcome]) === 3) allSettled();

@@ -43,6 +43,7 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_instances_busy: 'gauge',
     batchserve_instances: 'gauge',
     batchserve_model_load_seconds: 'gauge',
+    batchserve_pipeline_step_duration_seconds: 'histogram',
     batchserve_instance_restarts_total: 'counter',
     batchserve_canary_weight: 'gauge',
     batchserve_shadow_requests_total: 'counter',

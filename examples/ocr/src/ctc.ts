@@ -16,6 +16,9 @@ export interface DecodedText {
 
 const BLANK = 0;
 
+/** Lines the recogniser reads with less confidence than this are dropped (PaddleOCR's drop_score). */
+export const DROP_SCORE = 0.5;
+
 /**
  * Greedy CTC decoding of the recogniser's [N, T, C] softmax output: the likeliest class at
  * each step, repeats collapsed, blanks dropped. The confidence is the mean probability of the

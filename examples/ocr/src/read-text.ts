@@ -1,6 +1,6 @@
 import ort from 'onnxruntime-node';
 import { decodeImage } from '../../../src/handlers/image.js';
-import { decodeCtc } from './ctc.js';
+import { DROP_SCORE, decodeCtc } from './ctc.js';
 import { detectorInput } from './detector-input.js';
 import { boxesFromProbabilityMap } from './detector-output.js';
 import type { Quad } from './geometry.js';
@@ -18,9 +18,6 @@ export interface TextLine {
   /** 180 when the line was read upside down and turned before recognition. */
   readonly orientation: Angle;
 }
-
-/** Lines the recogniser reads with less confidence than this are dropped (PaddleOCR's drop_score). */
-export const DROP_SCORE = 0.5;
 
 /**
  * Reads the text in one PNG or JPEG image with the three models, in process, one image at a
