@@ -184,6 +184,23 @@ test('versions of a pipeline serve side by side; a model they use is not unloade
   assert.equal(versioned.body.model_version, '1');
 
   const management = server.urls.management;
+  // A split applies to the pipeline as a whole: each request runs every step of the version drawn.
+  const split = await call(`${management}/models/lines/traffic`, {
+    method: 'PUT',
+    headers: AUTH,
+    body: JSON.stringify({ split: { '1': 50, '2': 50 } }),
+  });
+  assert.equal(split.status, 200, JSON.stringify(split.body));
+  const served = new Set<string>();
+  for (let i = 0; i < 40; i++) {
+    const answer = await call(`${server.urls.inference}/v2/models/lines/infer`, { body: jsonDocRequest('4 4') });
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.deepEqual(outputsOf(answer.body), outputsOf(versioned.body));
+    served.add(answer.body.model_version);
+  }
+  // Both halves drawn in 40 unkeyed requests: all on one side has chance 2 · 0.5^40.
+  assert.deepEqual([...served].sort(), ['1', '2']);
+
   const refused = await call(`${management}/models/affine`, { method: 'DELETE', headers: AUTH });
   assert.equal(refused.status, 409);
   assert.equal(refused.body.code, 'BS_ERR_MODEL_IN_USE');
