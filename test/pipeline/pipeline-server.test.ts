@@ -261,3 +261,48 @@ test('a request with more rows than the step model batches goes in chunks', asyn
   );
   assert.equal(stats.inference_count, 5);
 });
+
+test('a client that goes away takes its rows out of the step model’s queue', async (t) => {
+  const dir = await tempDir(t);
+  const models = await packStepModels(dir);
+  const server = await startTestServer(t, {
+    models: [`batched8=${models.batched8}`, `pairs=${await packPipeline(dir, 'pairs', 'batched8')}`],
+  });
+  const base = server.urls.inference;
+  const queuedRows = async (): Promise<number | undefined> =>
+    (await scrapeMetrics(server))
+      .get('batchserve_queue_rows')
+      ?.samples.find((sample) => sample.labels.model === 'batched8')?.value;
+  const settles = async (what: string, holds: (rows: number | undefined) => boolean): Promise<void> => {
+    // A bound only a hang reaches: the queue moves within milliseconds either way.
+    for (let tries = 0; tries < 500; tries++) {
+      if (holds(await queuedRows())) return;
+      await new Promise((done) => setTimeout(done, 10));
+    }
+    assert.fail(`batched8's queue never ${what}`);
+  };
+
+  // batched8 runs only full batches of 8, so one request's row waits in its queue…
+  const controller = new AbortController();
+  const abandoned = call(`${base}/v2/models/pairs/infer`, {
+    body: jsonDocRequest('1 2 3 4'),
+    signal: controller.signal,
+  }).then(
+    () => 'answered',
+    () => 'aborted',
+  );
+  await settles('held the row', (rows) => rows === 1);
+  // …until its client goes away: the pipeline's cancellation reaches the model step's queue.
+  controller.abort();
+  assert.equal(await abandoned, 'aborted');
+  await settles('dropped the row', (rows) => rows === 0);
+
+  // The abandoned row is gone for good: 8 fresh rows run as one batch of exactly 8.
+  const eight = Array.from({ length: 8 }, (_, row) => `${row} ${row} ${row} ${row}`).join('\n');
+  const full = await call(`${base}/v2/models/pairs/infer`, { body: jsonDocRequest(eight) });
+  assert.equal(full.status, 200, JSON.stringify(full.body));
+  assert.equal(outputsOf(full.body).result?.length, 8);
+  const stats = await call(`${base}/v2/models/batched8/stats`);
+  const batches = stats.body.model_stats[0].batch_stats.map((batch: { batch_size: number }) => batch.batch_size);
+  assert.deepEqual(batches, [8]);
+});
