@@ -49,12 +49,18 @@ export interface TritonBatchingConfig {
   max_batch_size: number;
   dynamic_batching?: { max_queue_delay_microseconds?: number } | null;
   instance_group?: { count: number }[];
+  /** batchserve's own config beside Triton's fields: where `auto` shows as itself. */
+  batchserve?: { dynamic_batching?: { max_queue_delay?: number | 'auto' } } | null;
 }
 
 export function serverPointOf(config: TritonBatchingConfig): ServerPoint {
   return {
     maxBatchSize: config.max_batch_size,
-    maxQueueDelayUs: config.dynamic_batching?.max_queue_delay_microseconds ?? 0,
+    // Triton's field reads 0 for adaptive batching; a batchserve server says `auto` beside it.
+    maxQueueDelayUs:
+      config.batchserve?.dynamic_batching?.max_queue_delay === 'auto'
+        ? 'auto'
+        : (config.dynamic_batching?.max_queue_delay_microseconds ?? 0),
     instances: (config.instance_group ?? []).reduce((total, group) => total + group.count, 0) || 1,
   };
 }
