@@ -5,17 +5,21 @@
 // (a 640² matrix product per pass, two passes over 131 072 values per row; 1 + c/m ≈ 10,
 // max_batch_size 16). Both with `intra_op_threads: 1` and `max_latency: 100ms`.
 //
-// Each round starts a fresh `serve` child per configuration (delays 0, 1ms, 2ms, 5ms, 10ms and
-// auto), all on CPU 0 (taskset, when present), each switched to its delay through the
-// management API (the auto one loads an archive that already says auto, so it times its
-// batches at load as a deployed model does, not inside the first level), and drives them from CPU 1 with the bench's own sweep (runSweep), one load
-// level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
+// Each round starts one fresh `serve` child per model on CPU 0 (taskset, when present), from an
+// archive that says `max_queue_delay: auto` (so it times its batches at load as a deployed model
+// does, not inside the first level), and drives it from CPU 1 with the bench's own sweep
+// (runSweep), which switches it between the configurations (delays 0, 1ms, 2ms, 5ms, 10ms and
+// auto) through the management API as `bench --delays` does: every ratio compares points of one
+// sweep on one server. One load level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
 // (Poisson) at 80 % of the highest throughput a fixed delay reached at concurrency 64 in that
-// round (at 90 % the rate sat so close to some servers' capacity that their queues ran away). Auto runs first at each level in odd rounds and last in even ones, and every ratio
+// round (at 90 % the rate sat so close to some servers' capacity that their queues ran away).
+// Each level runs every configuration three times, interleaved (measureSlices), and every ratio
 // compares figures of the same round; the summary takes the median over rounds. Aims (AIMS):
 //   auto throughput ÷ the best fixed delay's, at every load level     ≥ 0.95
 //   auto p50 ÷ delay 0's p50, at concurrency 1                        ≤ 1.05
 //   auto p99, at every load level                                     ≤ max_latency
+// Throughput and latency count answered requests; auto refuses (503 BS_ERR_LATENCY_BUDGET) what
+// it expects to answer past max_latency, and the share it refused is printed beside.
 // After each level the auto server's learnt line (GET /models/{m}: adaptiveBatching) is kept.
 // The policy alone also runs on a simulated clock (simulated-batcher.js) with the in-process line.
 // Writes benchmarks/results/adaptive.json (see results.js for --quick, --check, --json).
@@ -45,9 +49,11 @@ const settings = {
   concurrency: CONCURRENCY,
   rateShare: RATE_SHARE,
   maxLatencyMs: MAX_LATENCY_MS,
-  warmupMs: flags.quick ? 200 : 300,
-  windowMs: flags.quick ? 250 : 350,
-  windows: 3,
+  /** Each level runs every configuration this many times in a round, interleaved. */
+  slices: flags.quick ? 1 : 3,
+  warmupMs: 200,
+  windowMs: flags.quick ? 250 : 300,
+  windows: 2,
 };
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
@@ -167,15 +173,15 @@ async function packModels(dir) {
   ];
 }
 
-/** A fresh `serve` child on CPU 0 and a bench target on it that reconfigures it live. */
-async function serve(model, dir, delay) {
-  const keyFile = join(dir, `${model.name}-${delay}.key`);
+/** A fresh `serve` child on CPU 0, from the archive that says auto, and a bench target on it that reconfigures it live. */
+async function serve(model, dir) {
+  const keyFile = join(dir, `${model.name}.key`);
   const [command, args] = onCpu0([
     process.execPath,
     bin,
     'serve',
     '--models',
-    `${model.name}=${delay === 'auto' ? model.autoArchive : model.archive}`,
+    `${model.name}=${model.autoArchive}`,
     ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'],
     ...['--key-file', keyFile, '--log-level', 'error'],
   ]);
@@ -210,8 +216,21 @@ async function serve(model, dir, delay) {
   };
 }
 
+/**
+ * Every level once at delay 0 and at 10ms, unmeasured, before a round: a fresh server's first
+ * passes at each batch size are slow (onnxruntime sizes its buffers, V8 compiles the hot path),
+ * and whichever configuration met them first would pay for it.
+ */
+async function warmUp(server, model) {
+  for (const concurrency of CONCURRENCY) {
+    for (const delay of [0, 10_000]) {
+      await measureLevel(server, model, delay, { kind: 'concurrency', concurrency }, { windowMs: 100, windows: 1 });
+    }
+  }
+}
+
 /** One load level on one configuration's server: the figures the ratios use. */
-async function measureLevel(server, model, delay, level) {
+async function measureLevel(server, model, delay, level, load = settings) {
   const { points } = await runSweep(server.target, {
     batchSizes: [model.maxBatchSize],
     delays: [delay],
@@ -221,9 +240,9 @@ async function measureLevel(server, model, delay, level) {
     clientBatch: 1,
     load: {
       warmupMs: settings.warmupMs,
-      windowMs: settings.windowMs,
-      minWindows: settings.windows,
-      maxWindows: settings.windows,
+      windowMs: load.windowMs,
+      minWindows: load.windows,
+      maxWindows: load.windows,
       stabilityPct: 0,
       requestTimeoutMs: 60_000,
       workers: 1,
@@ -242,35 +261,66 @@ async function measureLevel(server, model, delay, level) {
     queueMs: point.serverSide?.queueMsPerRequest ?? 0,
     computeMs: point.serverSide?.computeMsPerRequest ?? 0,
     errors: point.errorCount,
+    refusedShare: point.requests > 0 ? point.errorCount / point.requests : 0,
     ...learnt,
   };
 }
 
 /**
- * One round on one model. Every configuration gets a fresh server, all of them up at once (an
- * idle one costs nothing), so each load level runs on every configuration back to back: a
- * machine that slows down over the round moves the figures a ratio compares together. Auto
- * runs first at each level in odd rounds and last in even ones.
+ * One level in a round: every configuration `slices` times, interleaved, each slice in the
+ * round's order turned by two places (so auto runs first, third and fifth, or last, fourth and
+ * second): on this machine throughput drifts by a fifth within seconds, and a configuration
+ * measured once, at one moment, takes whatever the machine did then. Per configuration the
+ * median slice's throughput, p50 and batch stand for the level; p99 is the worst slice's.
+ */
+async function measureSlices(server, model, order, level) {
+  const slices = new Map(order.map((delay) => [delay, []]));
+  for (let slice = 0; slice < settings.slices; slice++) {
+    const turn = (2 * slice) % order.length;
+    for (const delay of [...order.slice(turn), ...order.slice(0, turn)]) {
+      slices.get(delay).push(await measureLevel(server, model, delay, level));
+    }
+  }
+  return order.map((delay) => {
+    const measured = slices.get(delay);
+    const middle = (key) => median(measured.map((p) => p[key]));
+    return {
+      ...measured.at(-1),
+      throughput: middle('throughput'),
+      p50Ms: middle('p50Ms'),
+      p99Ms: Math.max(...measured.map((p) => p.p99Ms)),
+      averageBatch: middle('averageBatch'),
+      queueMs: middle('queueMs'),
+      computeMs: middle('computeMs'),
+      errors: measured.reduce((sum, p) => sum + p.errors, 0),
+      refusedShare: middle('refusedShare'),
+      slices: measured.map((p) => Math.round(p.throughput)),
+    };
+  });
+}
+
+/**
+ * One round on one model: a fresh server, each load level on every configuration back to back,
+ * so a machine that slows down over the round moves the figures a ratio compares together.
+ * Auto leads the order in odd rounds and ends it in even ones.
  */
 async function measureRound(model, dir, round) {
   const configs = ['auto', ...STATIC_DELAYS_US];
   const order = round % 2 === 1 ? configs : [...configs].reverse();
-  const servers = new Map();
+  const server = await serve(model, dir);
   try {
-    for (const delay of configs) servers.set(delay, await serve(model, dir, delay));
+    await warmUp(server, model);
     const points = [];
     for (const concurrency of CONCURRENCY) {
-      const level = { kind: 'concurrency', concurrency };
-      for (const delay of order) points.push(await measureLevel(servers.get(delay), model, delay, level));
+      points.push(...(await measureSlices(server, model, order, { kind: 'concurrency', concurrency })));
     }
     const top = `c=${CONCURRENCY.at(-1)}`;
     const staticTop = points.filter((p) => p.delay !== 'auto' && p.level === top && p.errors === 0);
     const rate = Math.round(RATE_SHARE * Math.max(...staticTop.map((p) => p.throughput)));
-    const open = { kind: 'rate', rate, arrival: 'poisson' };
-    for (const delay of order) points.push(await measureLevel(servers.get(delay), model, delay, open));
+    points.push(...(await measureSlices(server, model, order, { kind: 'rate', rate, arrival: 'poisson' })));
     return { round, order: order.map(String), rate, points };
   } finally {
-    for (const server of servers.values()) await server.stop();
+    await server.stop();
   }
 }
 
@@ -291,6 +341,7 @@ function summarize(model, rounds, inProcess, simulated) {
       (round) => point(round, level, 'auto').throughput / point(round, level, best).throughput,
     );
     const autoP99Ms = Math.max(...rounds.map((round) => point(round, level, 'auto').p99Ms));
+    const autoRefused = median(rounds.map((round) => point(round, level, 'auto').refusedShare));
     const batch = (delay) => median(rounds.map((round) => point(round, level, delay).averageBatch));
     return {
       level,
@@ -299,6 +350,7 @@ function summarize(model, rounds, inProcess, simulated) {
       throughputRatio: median(throughputRatios),
       throughputRatios,
       autoP99Ms,
+      autoRefused,
       zeroP99Ms: Math.max(...rounds.map((round) => point(round, level, 0).p99Ms)),
     };
   });

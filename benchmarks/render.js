@@ -239,12 +239,14 @@ export const adaptive = {
         ? 'servers pinned to CPU 0, client to CPU 1 (taskset)'
         : 'taskset not found: servers and client share the CPUs',
       `fixed delays ${settings.staticDelaysUs.map(delayLabel).join(', ')} and auto (max_latency ${settings.maxLatencyMs} ms), ` +
-        'fresh servers each round, intra_op_threads 1',
+        'one fresh server per model each round, switched between them live as `bench --delays` does, intra_op_threads 1',
       `closed loop at concurrency ${settings.concurrency.join(', ')}, then Poisson arrivals at ` +
         `${settings.rateShare * 100}% of the best fixed delay's throughput at concurrency ${top} in the same round; ` +
-        `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms per level; ` +
-        `${settings.rounds} round${settings.rounds === 1 ? '' : 's'}, each level on every configuration back to back, ` +
-        'auto first in odd rounds and last in even ones; ratios within a round, medians over rounds',
+        `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms per measurement; ` +
+        `${settings.rounds} round${settings.rounds === 1 ? '' : 's'} on fresh servers (every level once at 0 and 10ms first, unmeasured), ` +
+        `each level on every configuration ${settings.slices ?? 1} time${settings.slices === 1 ? '' : 's'} interleaved ` +
+        '(the order turned by two each time; auto leads it in odd rounds and ends it in even ones), the median measurement per configuration; ' +
+        'ratios within a round, medians over rounds',
     ].join('\n');
   },
   round(round, model) {
@@ -319,12 +321,12 @@ export const adaptive = {
       `\n${model.label} (max_batch_size ${model.maxBatchSize}; in process c = ${fixed(inProcess.c, 2)} ms, ` +
         `m = ${fixed(inProcess.m, 3)} ms, ${ceiling}):`,
       ...model.perLevel.map(
-        ({ level, bestStaticDelayUs, batches, throughputRatio, throughputRatios, autoP99Ms, zeroP99Ms }) =>
+        ({ level, bestStaticDelayUs, batches, throughputRatio, throughputRatios, autoP99Ms, autoRefused, zeroP99Ms }) =>
           `  ${level.padEnd(6)} auto ÷ best fixed delay (${delayLabel(bestStaticDelayUs)}) ${fixed(throughputRatio, 3)} ` +
           `(rounds ${rounds(throughputRatios)}; ` +
           `${verdict(`throughput ${level}`)}); batch auto ${fixed(batches.auto, 1)}, 0 ${fixed(batches.zero, 1)}, ` +
           `best ${fixed(batches.best, 1)}; auto p99 ${fixed(autoP99Ms, 1)} ms (${verdict(`p99 ${level}`)}; ` +
-          `delay 0: ${fixed(zeroP99Ms, 1)} ms)`,
+          `delay 0: ${fixed(zeroP99Ms, 1)} ms); auto refused ${fixed(100 * (autoRefused ?? 0), 1)} %`,
       ),
       `  auto p50 ÷ delay-0 p50 at c=1: ${fixed(model.p50Ratio, 3)} (rounds ${rounds(model.p50Ratios)}; ` +
         `${verdict('p50 c=1')})`,

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 const { Batcher } = await import('../dist/src/batching/batcher.js');
 const { calibrationSizes } = await import('../dist/src/repository/calibrate-cost.js');
+const { OWN_CORE } = await import('../dist/src/batching/core-share.js');
 
 /** A client's round trip outside the batcher (HTTP, decode, encode), ms. */
 export const SIMULATED_ROUND_TRIP_MS = 0.5;
@@ -92,6 +93,8 @@ function simulatedBatcher({ c, m }, maxBatchSize, delay, maxLatencyMs, clock, { 
     coarseTimers
       ? { ...clock.api, setTimeout: (callback, ms) => clock.api.setTimeout(callback, Math.max(1, ms)) }
       : clock.api,
+    // The simulated instance has a core of its own, whatever CPUs this process may use.
+    OWN_CORE,
   );
   if (delay === 'auto') {
     for (let round = 0; round < 3; round++) {

@@ -14,6 +14,11 @@ export interface WaitQuestion {
   /** Rows answered a moment ago whose clients are expected back (a closed loop), and in how long, ms. */
   readonly returningRows: number;
   readonly returningInMs: number;
+  /**
+   * The share of a wait the instance's CPU would sit unused (core-share.ts): 1 with a core of
+   * its own; on a core shared with the server's HTTP work, 1 − that core's utilisation.
+   */
+  readonly idleShare: number;
   /** Latency budget: the oldest request's expected completion may not pass it, ms. */
   readonly maxLatencyMs: number;
   readonly fit: CostFit;
@@ -34,6 +39,12 @@ export interface WaitQuestion {
  *    due within Δ. Left behind they are all that is coming, so they run as a batch of their own:
  *        (Δ + T(q + k))/(q + k) < (T(q) + T(k))/(q + k)   ⇔   Δ < c,
  *    m cancelling since every row costs m either way. k = min(rows owed, room in the batch).
+ *    On a core the instance shares with the server's HTTP work, the wait idles only the share
+ *    s of it the core leaves unused — the rest goes to reading the very rows waited for, work
+ *    the core must do anyway and would otherwise take from the batch — so the test is s·Δ < c:
+ *    on a busy shared core it waits for them as long as the budget allows. (The stream's rule
+ *    keeps s = 1: its next rows are a guess, and at low load, where the core has room, a
+ *    wrong guess costs latency.)
  *  - The stream (arrival-rate.ts): left behind, the next row joins the next batch, which forms
  *    while this one runs and costs about what this one does a row, T(q)/q. Waiting Δ = k·gap
  *    for k rows pays when
@@ -57,7 +68,7 @@ export function adaptiveWaitMs(question: WaitQuestion): number {
   const inBudget = (k: number, waitMs: number): boolean => oldestWaitMs + waitMs + c + m * (q + k) <= maxLatencyMs;
   const returning = Math.min(question.returningRows, maxBatchSize - q);
   const returningInMs = question.returningInMs;
-  if (returning > 0 && returningInMs < c && inBudget(returning, returningInMs)) {
+  if (returning > 0 && question.idleShare * returningInMs < c && inBudget(returning, returningInMs)) {
     return Math.max(MIN_WAIT_MS, returningInMs);
   }
   const { gapMs } = question;

@@ -1,4 +1,10 @@
-import { BatchTooLargeError, QueueFullError, QueueTimeoutError, RequestCancelledError } from '../core/errors.js';
+import {
+  BatchTooLargeError,
+  LatencyBudgetError,
+  QueueFullError,
+  QueueTimeoutError,
+  RequestCancelledError,
+} from '../core/errors.js';
 import { FixedQueue } from './fixed-queue.js';
 import { realClock, type Clock } from './clock.js';
 import type { BatchRunner } from './batch-runner.js';
@@ -6,6 +12,9 @@ import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
 import { OnlineCostFit, type CostFit } from './cost-fit.js';
+import { expectedCompletionMs, predictsCost } from './expected-completion.js';
+import { processCoreShare, type CoreShare } from './core-share.js';
+import { Pace } from './pace.js';
 import { ReturningRows } from './returning-rows.js';
 
 export interface BatchingPolicy {
@@ -13,7 +22,10 @@ export interface BatchingPolicy {
   readonly maxBatchSize: number;
   /** The fixed wait for a fuller batch; ignored when `adaptive` is set. */
   readonly maxQueueDelayUs: number;
-  /** `max_queue_delay: auto`: the wait follows the learnt cost and arrival rate (adaptive-delay.ts). */
+  /**
+   * `max_queue_delay: auto`: the wait follows the learnt cost and arrival rate (adaptive-delay.ts),
+   * and a request whose expected completion would pass `maxLatencyUs` is refused on arrival.
+   */
   readonly adaptive?: { readonly maxLatencyUs: number };
   readonly preferredBatchSizes: readonly number[];
   /** Queued rows beyond which requests are refused. */
@@ -40,6 +52,8 @@ export interface SubmitOptions {
 
 /** A place in the queue held for a request admitted on its headers, before its body is read. */
 export interface QueueReservation {
+  /** When it was made (the batcher's clock, ms): the request's time counts from here. */
+  readonly heldSince: number;
   /** Gives the place back; later calls do nothing. */
   release(): void;
 }
@@ -71,6 +85,8 @@ interface ShapeLearning {
   readonly returning: ReturningRows;
   /** The wait last chosen for this shape, ms. */
   waitMs: number;
+  /** How much slower or faster than the line recent batches ran: the budget check needs the cost now. */
+  readonly pace: Pace;
   /** The line last told to the observer: it hears of a refit, not of every batch. */
   reported: CostFit | undefined;
 }
@@ -132,6 +148,10 @@ export class Batcher {
   #reservedRows = 0;
   #running = 0;
   #runningRows = 0;
+  /** When each busy instance is expected to be free (adaptive, with a line that predicts): the budget check's start. */
+  readonly #expectedFreeAt = new Map<BatchRunner, number>();
+  /** The shape that last ran: whose line judges a request still reading its body. */
+  #lastLearning: ShapeLearning | undefined;
   #wakeTimer: unknown;
   #wakeAt = Infinity;
   #drainWaiters: (() => void)[] = [];
@@ -144,15 +164,18 @@ export class Batcher {
   #flushing = false;
   readonly #observer: BatcherObserver;
   readonly #clock: Clock;
+  readonly #core: CoreShare;
 
   constructor(
     runners: readonly BatchRunner[],
     policy: BatchingPolicy,
     observer: BatcherObserver = {},
     clock: Clock = realClock,
+    core: CoreShare = processCoreShare(),
   ) {
     this.#observer = observer;
     this.#clock = clock;
+    this.#core = core;
     this.#policy = policy;
     this.#runners = [...runners];
     this.#idle = [...runners];
@@ -184,9 +207,12 @@ export class Batcher {
     if (this.#queuedRows + this.#reservedRows + 1 > this.#policy.maxQueueSize) {
       throw new QueueFullError('Exceeds maximum queue size');
     }
+    const late = this.#budgetRefusal(this.#lastLearning, 1, 0);
+    if (late) throw late;
     this.#reservedRows += 1;
     let held = true;
     return {
+      heldSince: this.#clock.now(),
       release: () => {
         if (!held) return;
         held = false;
@@ -209,6 +235,12 @@ export class Batcher {
       return Promise.reject(new QueueFullError('Exceeds maximum queue size'));
     }
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
+    const late = this.#budgetRefusal(
+      this.#learned.get(options.shapeKey) ?? this.#lastLearning,
+      options.rows,
+      options.reservation ? this.#clock.now() - options.reservation.heldSince : 0,
+    );
+    if (late) return Promise.reject(late);
     return new Promise<SubmitResult>((resolve, reject) => {
       const group = this.#groupFor(options.shapeKey);
       if (policy.adaptive) {
@@ -336,6 +368,7 @@ export class Batcher {
         arrivals: new ArrivalRate(),
         returning: new ReturningRows(),
         waitMs: 0,
+        pace: new Pace(),
         reported: undefined,
       };
       for (const { rows, ms } of this.#seeds) learning.fit.seed(rows, ms);
@@ -343,6 +376,37 @@ export class Batcher {
     }
     this.#learned.set(shapeKey, learning);
     return learning;
+  }
+
+  /**
+   * `max_queue_delay: auto` keeps its budget under load too: a request whose expected
+   * completion — the rows queued and reserved ahead of it, then its own, in batches on the
+   * instances as they free (expected-completion.ts) — passes `max_latency` is refused now,
+   * where it would otherwise queue past the budget. Nothing is refused until the line can
+   * predict a batch's cost, nor a request that would run at once. The line is scaled by how
+   * much slower or faster than it recent batches ran (`ShapeLearning.pace`), and the budget
+   * counts from the request's reservation when it had one (`spentMs`: its body's read and
+   * decode). Returns the refusal, if any.
+   */
+  #budgetRefusal(learning: ShapeLearning | undefined, rows: number, spentMs: number): LatencyBudgetError | undefined {
+    const { adaptive, maxBatchSize } = this.#policy;
+    if (adaptive === undefined || learning === undefined || this.#flushing) return undefined;
+    // One that would run at once is as early as it can be: refusing it would help nobody.
+    if (this.#queuedRows + this.#reservedRows === 0 && this.#idle.length > 0) return undefined;
+    const line = learning.fit.current();
+    if (!predictsCost(line)) return undefined;
+    const pace = learning.pace.value;
+    const fit = { ...line, c: line.c * pace, m: line.m * pace };
+    const now = this.#clock.now();
+    const budgetMs = adaptive.maxLatencyUs / 1000 - spentMs;
+    const freeInMs = this.#runners.map((runner) => Math.max(0, (this.#expectedFreeAt.get(runner) ?? now) - now));
+    const rowsThrough = this.#queuedRows + this.#reservedRows + rows;
+    const expectedMs = expectedCompletionMs({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs: budgetMs });
+    if (expectedMs <= budgetMs) return undefined;
+    return new LatencyBudgetError(
+      `expected to finish in ${Math.round(spentMs + expectedMs)} ms, past max_latency ${Math.round(adaptive.maxLatencyUs / 1000)} ms ` +
+        `(${rowsThrough - rows} rows queued ahead on ${this.#runners.length} instance${this.#runners.length === 1 ? '' : 's'}); try again shortly`,
+    );
   }
 
   #dropQueued(pending: Pending, reason: Error): void {
@@ -418,6 +482,7 @@ export class Batcher {
       gapMs: learning.arrivals.expectedGapMs(now),
       returningRows: learning.returning.owedRows(now),
       returningInMs: learning.returning.dueInMs(now),
+      idleShare: this.#core.idleShare(),
       maxLatencyMs: adaptive.maxLatencyUs / 1000,
       fit: learning.fit.current(),
     });
@@ -454,14 +519,25 @@ export class Batcher {
 
   #dispatch(runner: BatchRunner, batch: Pending[]): void {
     const dispatchedAt = this.#clock.now();
+    let rows = 0;
     for (const pending of batch) {
       this.#settle(pending);
       pending.state = 'running';
+      rows += pending.rows;
+    }
+    if (this.#policy.adaptive) {
+      const learning = (batch[0] as Pending).group.learning;
+      this.#lastLearning = learning;
+      const fit = learning.fit.current();
+      if (predictsCost(fit)) {
+        this.#expectedFreeAt.set(runner, dispatchedAt + learning.pace.value * Math.max(0, fit.c + fit.m * rows));
+      }
     }
     this.#running += 1;
     this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
     void this.#execute(runner, batch, dispatchedAt).finally(() => {
       this.#running -= 1;
+      this.#expectedFreeAt.delete(runner);
       for (const pending of batch) this.#runningRows -= pending.rows;
       this.#observer.pendingChanged?.(this.#queuedRows + this.#runningRows);
       if (this.#runners.includes(runner)) this.#idle.push(runner);
@@ -515,6 +591,9 @@ export class Batcher {
   /** Feeds the shape's cost line with a batch's cost and owes its rows back (a closed loop's clients return with them). */
   #learnCost(learning: ShapeLearning, rows: number, ms: number): void {
     if (this.#policy.adaptive === undefined) return;
+    const line = learning.fit.current();
+    const predictedMs = line.c + line.m * rows;
+    if (predictsCost(line)) learning.pace.observe(ms, predictedMs);
     learning.fit.add(rows, ms);
     learning.returning.answered(this.#clock.now(), rows);
     const fit = learning.fit.current();

@@ -232,6 +232,16 @@ export class QueueFullError extends BatchserveError {
   declare readonly code: typeof QueueFullError.code;
 }
 
+/**
+ * `max_queue_delay: auto` refused a request its expected completion would put past
+ * `max_latency` (BentoML answers the same 503): better a fast no than a late yes.
+ */
+export class LatencyBudgetError extends BatchserveError {
+  static override readonly code = 'BS_ERR_LATENCY_BUDGET';
+  static override readonly httpStatus = 503;
+  declare readonly code: typeof LatencyBudgetError.code;
+}
+
 export class QueueTimeoutError extends BatchserveError {
   static override readonly code = 'BS_ERR_QUEUE_TIMEOUT';
   static override readonly httpStatus = 503;
@@ -449,6 +459,7 @@ export const errorClasses = [
   BatchTooLargeError,
   QueueFullError,
   QueueTimeoutError,
+  LatencyBudgetError,
   RequestCancelledError,
   InferenceFailedError,
   RouteNotFoundError,

@@ -2,6 +2,7 @@ import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import {
   BatchserveError,
   ForbiddenError,
+  LatencyBudgetError,
   ModelNotFoundError,
   ModelNotReadyError,
   QueueFullError,
@@ -31,7 +32,12 @@ export function grpcError(error: unknown): Partial<ServiceError> {
 }
 
 function grpcCodeOf(error: BatchserveError): status {
-  if (error instanceof QueueFullError || error instanceof QueueTimeoutError || error instanceof ModelNotReadyError) {
+  if (
+    error instanceof QueueFullError ||
+    error instanceof QueueTimeoutError ||
+    error instanceof LatencyBudgetError ||
+    error instanceof ModelNotReadyError
+  ) {
     return status.UNAVAILABLE;
   }
   if (error instanceof ModelNotFoundError) return status.NOT_FOUND;

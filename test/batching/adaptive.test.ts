@@ -4,6 +4,9 @@ import { adaptiveWaitMs, type WaitQuestion } from '../../src/batching/adaptive-d
 import { ArrivalRate } from '../../src/batching/arrival-rate.js';
 import { batchCostMs } from '../../src/batching/batcher.js';
 import { OnlineCostFit, type CostFit } from '../../src/batching/cost-fit.js';
+import { OWN_CORE, ProcessCoreShare } from '../../src/batching/core-share.js';
+import { expectedCompletionMs, predictsCost } from '../../src/batching/expected-completion.js';
+import { Pace } from '../../src/batching/pace.js';
 import { ReturningRows } from '../../src/batching/returning-rows.js';
 import type { BatchTimings, HandlerRequest } from '../../src/core/request.js';
 import { GatedRunner, settle, setup } from './harness.js';
@@ -18,12 +21,13 @@ const ask = (question: Partial<WaitQuestion>): number =>
     gapMs: 1,
     returningRows: 0,
     returningInMs: 0,
+    idleShare: 1,
     maxLatencyMs: 1_000,
     fit: TRUSTED,
     ...question,
   });
 
-test('the wait rule: rows owed back while Δ < c, the stream while gap < c/q; one free instance, inside the budget', () => {
+test('the wait rule: rows owed back while s·Δ < c, the stream while gap < c/q; one free instance, inside the budget', () => {
   // c = 5: the stream pays while the gap is under c/q: 5 ms at q = 1, 2.5 at q = 2, 1.25 at q = 4.
   assert.equal(ask({ gapMs: 1 }), 1, 'q = 1, rows 1 ms apart: wait one gap');
   assert.equal(ask({ gapMs: 4.9 }), 4.9);
@@ -45,6 +49,17 @@ test('the wait rule: rows owed back while Δ < c, the stream while gap < c/q; on
     0,
     '5.1 ms > c: a batch of their own is cheaper than the wait',
   );
+  assert.equal(
+    ask({ queuedRows: 4, gapMs: Infinity, returningRows: 4, returningInMs: 20, idleShare: 0.2 }),
+    20,
+    'on a core shared with the HTTP work and 80 % busy, 20 ms of wait idles 4 ms of it: 4 < c',
+  );
+  assert.equal(
+    ask({ queuedRows: 4, gapMs: Infinity, returningRows: 4, returningInMs: 30, idleShare: 0.2 }),
+    0,
+    '30 ms idles 6 ms of the core: more than a batch of their own',
+  );
+  assert.equal(ask({ gapMs: 6, idleShare: 0.1 }), 0, 'the stream rule does not bet on a busy core: gap > c/q');
   assert.equal(
     ask({ queuedRows: 7, gapMs: Infinity, returningRows: 40, returningInMs: 0.5, maxLatencyMs: 9.6 }),
     0.5,
@@ -161,14 +176,13 @@ test('ReturningRows: answered rows are owed back until due, and the debt lapses 
   assert.equal(returning.owedRows(20), 2, 'the lapsed debt is forgotten, the new one counts');
 });
 
-/** A gated instance that reports the compute time T(B) = 5 + 0.5·B ms, as a real one reports its own. */
+/** A gated instance that reports the compute time T(B) = 5 + 0.5·B ms (times `slowdown`), as a real one reports its own. */
 class CostRunner extends GatedRunner {
+  slowdown = 1;
   override async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
     const { responses } = await super.run(requests);
-    return {
-      responses,
-      timings: { computeInputNs: 0, computeInferNs: (5 + 0.5 * requests.length) * 1e6, computeOutputNs: 0 },
-    };
+    const computeInferNs = this.slowdown * (5 + 0.5 * requests.length) * 1e6;
+    return { responses, timings: { computeInputNs: 0, computeInferNs, computeOutputNs: 0 } };
   }
 }
 
@@ -308,4 +322,134 @@ test('adaptive batching behaves as delay 0 until its fit is trusted', async () =
     [[false, '1 distinct batch size so far; 3 needed']],
     'the observer hears the fit and why it does not steer yet',
   );
+});
+
+test('adaptive batching refuses a request whose expected completion passes max_latency, at its headers and on submit', async () => {
+  // T(B) = 5 + 0.5·B, batches of 8, one instance, a 20 ms budget.
+  const { fake, submit, batcher, runner, run } = seeded({ maxLatencyUs: 20_000 });
+  const first = submit(0);
+  await settle();
+  assert.deepEqual(runner.batches, [[0]], 'an idle instance: the first goes at once, expected free in 5.5 ms');
+  // Request k queued behind it ends at 5.5 + T(min(k, 8)), then a second batch: 5.5 + 9 + T(k − 8).
+  const queued = Array.from({ length: 9 }, (_, index) => submit(index + 1));
+  await settle();
+  assert.equal(batcher.rowsQueued, 9, 'the ninth ends at 5.5 + 9 + 5.5 = 20 ms: inside the budget');
+  await assert.rejects(submit(10), (error: Error & { code?: string }) => {
+    assert.equal(error.code, 'BS_ERR_LATENCY_BUDGET');
+    assert.match(
+      error.message,
+      /expected to finish in 21 ms, past max_latency 20 ms \(9 rows queued ahead on 1 instance\)/,
+    );
+    return true;
+  });
+  assert.throws(
+    () => batcher.reserve(),
+    /past max_latency/,
+    'a request still reading its body is refused at its headers',
+  );
+  assert.equal(batcher.rowsQueued, 9, 'the refused requests took nothing from the queue');
+  fake.tick(2);
+  batcher.reserve().release(); // 2 ms on, the running batch is that much nearer its end: 18.5 ms
+  await run();
+  await first;
+  assert.deepEqual(runner.batches.at(-1), [1, 2, 3, 4, 5, 6, 7, 8], 'the queue runs as predicted');
+  batcher.reserve().release();
+  const again = submit(11);
+  await settle();
+  assert.equal(batcher.rowsQueued, 2, 'with a batch gone, there is room in the budget again');
+  await run();
+  await run();
+  assert.equal((await again).batchRows, 2);
+  await Promise.all(queued);
+});
+
+test('adaptive batching refuses nothing for its budget while its line cannot predict a batch', async () => {
+  const runner = new GatedRunner('i0');
+  const { submit, batcher } = setup({ maxBatchSize: 8, adaptive: { maxLatencyUs: 1_000 } }, [runner]);
+  const answers = Array.from({ length: 20 }, (_, index) => submit(index));
+  await settle();
+  assert.equal(batcher.rowsQueued, 19, 'no timed batches, no prediction: everything queues, as with a fixed delay');
+  batcher.reserve().release();
+  for (let batch = 0; batch < 4; batch++) {
+    runner.release();
+    await settle();
+  }
+  assert.equal((await Promise.all(answers)).length, 20);
+});
+
+test('expectedCompletionMs: the queue ahead in full batches on the instance that frees first', () => {
+  const fit: CostFit = { c: 5, m: 0.5, r2: 1, sizes: 3, trusted: true, reason: undefined };
+  const ask = (rowsThrough: number, freeInMs: number[], maxBatchSize = 8): number =>
+    expectedCompletionMs({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs: Infinity });
+  assert.equal(ask(1, [0]), 5.5, 'an idle instance: its own batch');
+  assert.equal(ask(10, [3]), 3 + 9 + 6, 'after the running batch, a full batch, then its own of 2');
+  assert.equal(
+    ask(10, [3, 1]),
+    3 + 6,
+    'two instances: the 8 go on the one free in 1 ms, its own 2 on the other at 3 ms',
+  );
+  assert.equal(ask(3, [0], 0), 5.5 * 3, 'a model that does not batch runs a request at a time');
+  assert.equal(
+    expectedCompletionMs({ rowsThrough: 100, maxBatchSize: 8, freeInMs: [0], fit, limitMs: 20 }),
+    27,
+    'stops once past the limit',
+  );
+  assert.equal(predictsCost(fit), true);
+  assert.equal(predictsCost({ ...fit, c: -0.5, trusted: false }), true, 'no fixed cost to share still predicts');
+  assert.equal(predictsCost({ ...fit, r2: 0.5 }), false);
+  assert.equal(predictsCost({ ...fit, sizes: 2 }), false);
+});
+
+test('ProcessCoreShare: the share of the core this process left unused over the last 100 ms or more', async () => {
+  const core = new ProcessCoreShare();
+  assert.equal(core.idleShare(), 1, 'nothing measured yet');
+  const spinUntil = performance.now() + 150;
+  while (performance.now() < spinUntil) Math.sqrt(Math.random());
+  const busy = core.idleShare();
+  assert.equal(core.idleShare(), busy, 'kept until the next 100 ms have passed');
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  const asleep = core.idleShare();
+  // Other processes may take part of the core while this one spins: compared, not absolute.
+  assert.ok(asleep > 0.5 && busy < asleep - 0.3, `spinning left ${busy} unused, sleeping ${asleep}`);
+  assert.equal(OWN_CORE.idleShare(), 1);
+});
+
+test('Pace: recent batches over the line, averaged over about 8, each clamped to 4× either way', () => {
+  const pace = new Pace();
+  assert.equal(pace.value, 1);
+  for (let batch = 0; batch < 40; batch++) pace.observe(20, 10);
+  assert.ok(Math.abs(pace.value - 2) < 0.01, `twice as slow as the line for 40 batches: ${pace.value}`);
+  pace.observe(10, 10);
+  assert.ok(Math.abs(pace.value - (2 - 1 / 8)) < 0.01, 'one batch on the line moves it an eighth of the way');
+  const paused = new Pace();
+  paused.observe(500, 10);
+  assert.equal(paused.value, 1 + (4 - 1) / 8, 'a 50× pause counts as 4×');
+  paused.observe(5, 0);
+  assert.equal(paused.value, 1.375, 'nothing predicted: not counted');
+});
+
+test('the budget counts from the reservation: a body that took long to arrive has less of it left', async () => {
+  // T(B) = 5 + 0.5·B, batches of 8, a 20 ms budget.
+  const { fake, submit, batcher, run } = seeded({ maxLatencyUs: 20_000 });
+  const first = submit(0);
+  await settle();
+  const reservation = batcher.reserve();
+  const early = batcher.reserve();
+  fake.tick(2);
+  // Free in 3.5 ms, then a batch of 2: 3.5 + 6 = 9.5 ms from now.
+  const admitted = submit(1, { reservation: early });
+  await settle();
+  assert.equal(batcher.rowsQueued, 1, '2 ms spent + 9.5 ms = 11.5 ms: inside');
+  fake.tick(3);
+  // Free in 0.5 ms, a batch of 2: 0.5 + 6 = 6.5 ms, after 5 ms spent reading its body.
+  const late = submit(2, { reservation });
+  await settle();
+  assert.equal(batcher.rowsQueued, 2, '5 + 6.5 = 11.5 ms: inside');
+  const slow = batcher.reserve();
+  fake.tick(14);
+  // The running batch is overdue (taken as free now): a batch of 3, 6.5 ms, after 14 ms spent.
+  await assert.rejects(submit(3, { reservation: slow }), /expected to finish in 21 ms, past max_latency 20 ms/);
+  await run();
+  await run();
+  await Promise.all([first, admitted, late]);
 });

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { packArchive } from '../../src/archive/pack.js';
 import { renderStartupBlock } from '../../src/server/startup-block.js';
 import { validateServerConfig } from '../../src/server/server-config.js';
 import { samplesOf } from '../metrics/prometheus-text.js';
+import { costModel, writeModel } from '../fixtures/onnx-models.js';
 import { affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 
@@ -61,5 +65,46 @@ test('a model config refuses a max_queue_delay that is neither a duration nor au
   await assert.rejects(
     packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: soon\n' }),
     /dynamic_batching\.max_queue_delay: expected microseconds \(an integer\) or a duration such as "5ms", or auto, got "soon"/,
+  );
+});
+
+test('max_queue_delay: auto answers 503 BS_ERR_LATENCY_BUDGET to requests it expects to finish past max_latency', async (t) => {
+  const dir = await tempDir(t);
+  // A pass costs a few ms (a 640² product) however few rows: with a 1 ms budget only a request
+  // that runs at once on the idle instance can be served; those queued behind it cannot.
+  const model = await writeModel(dir, 'cost.onnx', costModel({ n: 640, width: 131_072 }));
+  const configFile = join(dir, 'cost.yaml');
+  await writeFile(
+    configFile,
+    'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: auto\n  max_latency: 1ms\n' +
+      'runtime:\n  graph_optimization_level: disabled\n  intra_op_threads: 1\n',
+  );
+  const { path } = await packArchive({ modelName: 'cost', serializedFile: model, configFile, exportPath: dir });
+  const server = await startTestServer(t, { models: [`cost=${path}`] });
+  const answers = await Promise.all(
+    Array.from({ length: 24 }, (_, index) =>
+      call(`${server.urls.inference}/v2/models/cost/infer`, { body: affineRequest([[index, 0, 0, 0]]) }),
+    ),
+  );
+  const refused = answers.filter((answer) => answer.status === 503);
+  assert.ok(
+    answers.some((answer) => answer.status === 200),
+    'the first, on an idle instance, is served',
+  );
+  assert.ok(refused.length > 0, `some are refused: ${answers.map((answer) => answer.status).join(' ')}`);
+  assert.equal(refused.length + answers.filter((answer) => answer.status === 200).length, 24);
+  for (const answer of refused) {
+    assert.equal(answer.body.code, 'BS_ERR_LATENCY_BUDGET');
+    assert.match(answer.body.error, /past max_latency 1 ms/);
+    assert.equal(answer.headers['retry-after'], '1');
+  }
+  const counted = samplesOf(await scrapeMetrics(server), 'batchserve_requests_total', {
+    model: 'cost',
+    status: '503',
+  });
+  assert.equal(
+    counted.reduce((sum, sample) => sum + sample.value, 0),
+    refused.length,
+    'counted as 503s',
   );
 });
