@@ -72,6 +72,7 @@ export class HttpTransport implements LoadTransport {
 class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
   #status = 0;
   #version: string | undefined = undefined;
+  #retryAfterMs: number | undefined = undefined;
   readonly #versionHeader = new VersionHeader();
   #abort: ((error?: Error) => void) | undefined = undefined;
   readonly #dispatcher: Dispatcher;
@@ -86,6 +87,7 @@ class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
   send(): void {
     this.#status = 0;
     this.#version = undefined;
+    this.#retryAfterMs = undefined;
     this.#abort = undefined;
     this.#dispatcher.dispatch(this.#options.next(), this);
   }
@@ -103,6 +105,8 @@ class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
   onHeaders(statusCode: number, headers: Buffer[]): boolean {
     this.#status = statusCode;
     this.#version = this.#versionHeader.read(headers);
+    // Only refusals are searched: a success's headers are read once, for the version.
+    if (statusCode >= 300) this.#retryAfterMs = retryAfterMs(headers, Date.now());
     return true;
   }
 
@@ -111,7 +115,8 @@ class HttpSlot extends RequestSlot implements Dispatcher.DispatchHandler {
   }
 
   onComplete(): void {
-    this.settle(this, this.#status >= 200 && this.#status < 300 ? undefined : String(this.#status), this.#version);
+    const ok = this.#status >= 200 && this.#status < 300;
+    this.settle(this, ok ? undefined : String(this.#status), this.#version, ok ? undefined : this.#retryAfterMs);
   }
 
   onError(error: Error): void {
@@ -142,10 +147,31 @@ class VersionHeader {
 }
 
 /** Header names are case-insensitive; `| 0x20` lowers a letter and leaves `-` as it is. */
-function isVersionHeader(name: Buffer): boolean {
-  if (name.length !== VERSION_HEADER.length) return false;
-  for (let i = 0; i < name.length; i++) if (((name[i] as number) | 0x20) !== VERSION_HEADER[i]) return false;
+function isHeader(name: Buffer, wanted: Buffer): boolean {
+  if (name.length !== wanted.length) return false;
+  for (let i = 0; i < name.length; i++) if (((name[i] as number) | 0x20) !== wanted[i]) return false;
   return true;
+}
+
+function isVersionHeader(name: Buffer): boolean {
+  return isHeader(name, VERSION_HEADER);
+}
+
+const RETRY_AFTER_HEADER = Buffer.from('retry-after');
+
+/**
+ * `Retry-After` out of undici's raw headers, ms from `nowMs`: delay-seconds or an HTTP-date
+ * (RFC 9110 §10.2.3); undefined when absent or unreadable.
+ */
+export function retryAfterMs(headers: readonly Buffer[], nowMs: number): number | undefined {
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    if (!isHeader(headers[i] as Buffer, RETRY_AFTER_HEADER)) continue;
+    const value = (headers[i + 1] as Buffer).toString('latin1').trim();
+    if (/^\d+$/.test(value)) return Number(value) * 1000;
+    const at = Date.parse(value);
+    return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
+  }
+  return undefined;
 }
 
 function errorKind(error: Error): string {

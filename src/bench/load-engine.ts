@@ -76,7 +76,9 @@ export class LoadEngine {
 
   constructor(settings: EngineSettings) {
     this.#settings = settings;
-    this.#transport = transportFor(settings, (slot, outcome, version) => this.#settle(slot, outcome, version));
+    this.#transport = transportFor(settings, (slot, outcome, version, retryAfterMs) =>
+      this.#settle(slot, outcome, version, retryAfterMs),
+    );
     const { level } = settings;
     if (level.kind === 'concurrency') {
       for (let i = 0; i < level.concurrency; i++) this.#slots.push(this.#transport.ownSlot());
@@ -149,8 +151,14 @@ export class LoadEngine {
     slot.send();
   }
 
-  /** The transport is done with the slot's request: count it (unless already timed out), reuse the slot. */
-  #settle(slot: RequestSlot, outcome: Outcome, version: string | undefined): void {
+  /**
+   * The transport is done with the slot's request: count it (unless already timed out), reuse
+   * the slot. A closed-loop client refused with `Retry-After` waits that long before it asks
+   * again, as a client that honours the header does: resending at once would measure a retry
+   * storm (on a server with few cores, refusals answered as fast as it can refuse take the CPU
+   * its forward passes need).
+   */
+  #settle(slot: RequestSlot, outcome: Outcome, version: string | undefined, retryAfterMs?: number): void {
     if (!slot.busy) return;
     slot.busy = false;
     this.#inFlight -= 1;
@@ -165,7 +173,10 @@ export class LoadEngine {
     if (this.#settings.level.kind === 'rate') this.#idle.push(slot);
     // After a failure the transport may still be failing its other requests (a refused
     // connection fails undici's whole queue): sending from here would re-enter it.
-    else if (outcome !== undefined) setImmediate(this.#onResend, slot);
+    else if (outcome !== undefined && retryAfterMs !== undefined && retryAfterMs > 0) {
+      // Unref'd: a client told to wait past the end of the run must not hold the process open.
+      setTimeout(this.#onResend, retryAfterMs, slot).unref();
+    } else if (outcome !== undefined) setImmediate(this.#onResend, slot);
     else if (this.#mayStart()) this.#send(slot, performance.now());
     this.#checkFinished();
   }

@@ -7,9 +7,10 @@ export type Outcome = string | undefined;
 
 /**
  * The load engine's side of a slot: told once per request, however it ends, with the model
- * version the answer named when it named one (so the bench reads that version's statistics).
+ * version the answer named when it named one (so the bench reads that version's statistics),
+ * and, for a refusal that said when to come back (HTTP `Retry-After`), how long to wait, ms.
  */
-export type Settle = (slot: RequestSlot, outcome: Outcome, servedVersion?: string) => void;
+export type Settle = (slot: RequestSlot, outcome: Outcome, servedVersion?: string, retryAfterMs?: number) => void;
 
 /**
  * One request in flight at a time, reused for the next: the engine's bookkeeping here, and

@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import FakeTimers from '@sinonjs/fake-timers';
+import { retryAfterMs } from '../../src/bench/http-transport.js';
 import { isStable, runLoad, type LoadOptions } from '../../src/bench/load-generator.js';
 import { fetchModelMetadata, randomPayload, type RequestPayload } from '../../src/bench/payload.js';
 import type { LoadLevel } from '../../src/bench/report-types.js';
@@ -228,6 +229,61 @@ test('errors are counted by kind: an HTTP status, a refused connection', async (
   assert.deepEqual(refused.errors, { connection: 50 });
   const refusedOpen = await runLoad(CLOSED_PORT_URL, payload, options({ kind: 'rate', rate: 200, arrival: 'poisson' }));
   assert.ok((refusedOpen.errors.connection ?? 0) > 0, JSON.stringify(refusedOpen.errors));
+});
+
+test('a closed-loop client refused with Retry-After waits that long; one refused without it asks again at once', async (t) => {
+  const refusingServer = async (headers: Record<string, string>): Promise<{ url: string; received: () => number }> => {
+    let received = 0;
+    const server = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        received += 1;
+        response.writeHead(503, { 'content-type': 'application/json', ...headers });
+        response.end('{"error":"busy","code":"BS_ERR_LATENCY_BUDGET"}');
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(async () => {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    });
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received: () => received };
+  };
+  const payload: RequestPayload = {
+    protocol: 'http-json',
+    path: '/v2/models/any/infer',
+    headers: { 'content-type': 'application/json' },
+    body: Buffer.from('{}'),
+    rows: 1,
+  };
+  const told = await refusingServer({ 'retry-after': '1' });
+  const result = await runLoad(told.url, payload, options(closed(2)));
+  // 50 ms of warm-up and 300 ms of windows: each client's first refusal says come back in 1 s.
+  assert.equal(told.received(), 2, 'each of the 2 clients asked once and waited');
+  assert.equal(result.requests, 0, 'both refusals came in the warm-up');
+  const untold = await refusingServer({});
+  const storm = await runLoad(untold.url, payload, options(closed(2)));
+  assert.ok(untold.received() > 20, `without Retry-After the clients resend at once: ${untold.received()}`);
+  assert.equal(storm.errors['503'], storm.requests);
+});
+
+test('retryAfterMs reads delay-seconds and HTTP-dates, in any case of the name', () => {
+  const raw = (name: string, value: string): Buffer[] => [
+    Buffer.from('x-model-version'),
+    Buffer.from('1'),
+    Buffer.from(name),
+    Buffer.from(value),
+  ];
+  const now = Date.parse('Wed, 02 Dec 2026 01:00:00 GMT');
+  assert.equal(retryAfterMs(raw('Retry-After', '1'), now), 1000);
+  assert.equal(retryAfterMs(raw('retry-after', ' 0 '), now), 0);
+  assert.equal(retryAfterMs(raw('RETRY-AFTER', 'Wed, 02 Dec 2026 01:00:03 GMT'), now), 3000);
+  assert.equal(retryAfterMs(raw('Retry-After', 'Wed, 02 Dec 2026 00:59:00 GMT'), now), 0, 'a date gone by: at once');
+  assert.equal(retryAfterMs(raw('Retry-After', 'soon'), now), undefined);
+  assert.equal(retryAfterMs(raw('Retry-Aftex', '1'), now), undefined);
+  assert.equal(retryAfterMs([], now), undefined);
 });
 
 test('requests slower than the timeout count as "timeout", in both loops', async (t) => {
