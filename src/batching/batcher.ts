@@ -12,6 +12,7 @@ import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
 import { OnlineCostFit, type CostFit } from './cost-fit.js';
+import { CompletionOverrun } from './completion-overrun.js';
 import { expectedCompletionMs, predictsCost } from './expected-completion.js';
 import { processCoreShare, type CoreShare } from './core-share.js';
 import { Pace } from './pace.js';
@@ -93,12 +94,20 @@ interface ShapeLearning {
 
 /** Shapes whose learning is kept; the least recently used goes past it. */
 const LEARNED_SHAPES = 64;
+/**
+ * The overrun margin is capped at this share of `max_latency`: a long pause (a major GC, a
+ * stalled host) inflates the margin for the next 256 requests, and uncapped it could leave
+ * room for nothing but requests that run at once.
+ */
+const MAX_MARGIN_SHARE = 0.5;
 
 interface Pending {
   readonly request: HandlerRequest;
   readonly rows: number;
   readonly group: ShapeGroup;
   readonly enqueuedAt: number;
+  /** When the admission check expected it to finish (the batcher's clock, ms); NaN without a prediction. */
+  readonly expectedAt: number;
   state: 'queued' | 'running' | 'done';
   timer: unknown;
   detach: (() => void) | undefined;
@@ -152,6 +161,8 @@ export class Batcher {
   readonly #expectedFreeAt = new Map<BatchRunner, number>();
   /** The shape that last ran: whose line judges a request still reading its body. */
   #lastLearning: ShapeLearning | undefined;
+  /** How late admitted requests finish against their prediction: the budget's margin. */
+  readonly #overrun = new CompletionOverrun();
   #wakeTimer: unknown;
   #wakeAt = Infinity;
   #drainWaiters: (() => void)[] = [];
@@ -198,6 +209,12 @@ export class Batcher {
     return this.#policy;
   }
 
+  /** `max_queue_delay: auto`: what the latency budget keeps for recent overruns, ms (completion-overrun.ts). */
+  get admissionMarginMs(): number {
+    const { adaptive } = this.#policy;
+    return adaptive ? this.#marginMs(adaptive.maxLatencyUs) : 0;
+  }
+
   /**
    * Holds one row of queue space for a request whose body is still arriving, so a full queue
    * refuses it at its headers instead of after reading and decoding it. Its real row count,
@@ -207,8 +224,8 @@ export class Batcher {
     if (this.#queuedRows + this.#reservedRows + 1 > this.#policy.maxQueueSize) {
       throw new QueueFullError('Exceeds maximum queue size');
     }
-    const late = this.#budgetRefusal(this.#lastLearning, 1, 0);
-    if (late) throw late;
+    const admitted = this.#admit(this.#lastLearning, 1, 0);
+    if (typeof admitted !== 'number') throw admitted;
     this.#reservedRows += 1;
     let held = true;
     return {
@@ -235,16 +252,16 @@ export class Batcher {
       return Promise.reject(new QueueFullError('Exceeds maximum queue size'));
     }
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
-    const late = this.#budgetRefusal(
+    const expectedMs = this.#admit(
       this.#learned.get(options.shapeKey) ?? this.#lastLearning,
       options.rows,
       options.reservation ? this.#clock.now() - options.reservation.heldSince : 0,
     );
-    if (late) return Promise.reject(late);
+    if (typeof expectedMs !== 'number') return Promise.reject(expectedMs);
     return new Promise<SubmitResult>((resolve, reject) => {
       const group = this.#groupFor(options.shapeKey);
+      const now = this.#clock.now();
       if (policy.adaptive) {
-        const now = this.#clock.now();
         group.learning.arrivals.arrived(now, options.rows);
         group.learning.returning.arrived(now, options.rows);
       }
@@ -252,7 +269,8 @@ export class Batcher {
         request,
         rows: options.rows,
         group,
-        enqueuedAt: this.#clock.now(),
+        enqueuedAt: now,
+        expectedAt: now + expectedMs,
         state: 'queued',
         timer: undefined,
         detach: undefined,
@@ -381,32 +399,41 @@ export class Batcher {
   /**
    * `max_queue_delay: auto` keeps its budget under load too: a request whose expected
    * completion — the rows queued and reserved ahead of it, then its own, in batches on the
-   * instances as they free (expected-completion.ts) — passes `max_latency` is refused now,
+   * instances as they free (expected-completion.ts), plus the margin recent requests overran
+   * their own predictions by (completion-overrun.ts) — passes `max_latency` is refused now,
    * where it would otherwise queue past the budget. Nothing is refused until the line can
    * predict a batch's cost, nor a request that would run at once. The line is scaled by how
    * much slower or faster than it recent batches ran (`ShapeLearning.pace`), and the budget
    * counts from the request's reservation when it had one (`spentMs`: its body's read and
-   * decode). Returns the refusal, if any.
+   * decode). Returns the expected completion, ms from now (NaN with nothing to predict it
+   * by), or the refusal.
    */
-  #budgetRefusal(learning: ShapeLearning | undefined, rows: number, spentMs: number): LatencyBudgetError | undefined {
+  #admit(learning: ShapeLearning | undefined, rows: number, spentMs: number): number | LatencyBudgetError {
     const { adaptive, maxBatchSize } = this.#policy;
-    if (adaptive === undefined || learning === undefined || this.#flushing) return undefined;
-    // One that would run at once is as early as it can be: refusing it would help nobody.
-    if (this.#queuedRows + this.#reservedRows === 0 && this.#idle.length > 0) return undefined;
+    if (adaptive === undefined || learning === undefined || this.#flushing) return NaN;
     const line = learning.fit.current();
-    if (!predictsCost(line)) return undefined;
+    if (!predictsCost(line)) return NaN;
     const pace = learning.pace.value;
     const fit = { ...line, c: line.c * pace, m: line.m * pace };
     const now = this.#clock.now();
     const budgetMs = adaptive.maxLatencyUs / 1000 - spentMs;
+    const marginMs = this.#marginMs(adaptive.maxLatencyUs);
     const freeInMs = this.#runners.map((runner) => Math.max(0, (this.#expectedFreeAt.get(runner) ?? now) - now));
-    const rowsThrough = this.#queuedRows + this.#reservedRows + rows;
-    const expectedMs = expectedCompletionMs({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs: budgetMs });
-    if (expectedMs <= budgetMs) return undefined;
+    const queuedAhead = this.#queuedRows + this.#reservedRows;
+    const rowsThrough = queuedAhead + rows;
+    const limitMs = budgetMs - marginMs;
+    const expectedMs = expectedCompletionMs({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs });
+    // One that would run at once is as early as it can be: refusing it would help nobody.
+    if (expectedMs <= limitMs || (queuedAhead === 0 && this.#idle.length > 0)) return expectedMs;
+    const margin = marginMs >= 0.5 ? ` with ${Math.round(marginMs)} ms kept for recent overruns` : '';
     return new LatencyBudgetError(
-      `expected to finish in ${Math.round(spentMs + expectedMs)} ms, past max_latency ${Math.round(adaptive.maxLatencyUs / 1000)} ms ` +
-        `(${rowsThrough - rows} rows queued ahead on ${this.#runners.length} instance${this.#runners.length === 1 ? '' : 's'}); try again shortly`,
+      `expected to finish in ${Math.round(spentMs + expectedMs + marginMs)} ms${margin}, past max_latency ${Math.round(adaptive.maxLatencyUs / 1000)} ms ` +
+        `(${queuedAhead} rows queued ahead on ${this.#runners.length} instance${this.#runners.length === 1 ? '' : 's'}); try again shortly`,
     );
+  }
+
+  #marginMs(maxLatencyUs: number): number {
+    return Math.min(this.#overrun.marginMs, (MAX_MARGIN_SHARE * maxLatencyUs) / 1000);
   }
 
   #dropQueued(pending: Pending, reason: Error): void {
@@ -605,6 +632,7 @@ export class Batcher {
   /** A runner answers one request of a batch with an Error (a pipeline step failed it): that request fails alone. */
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
+    if (!Number.isNaN(pending.expectedAt)) this.#overrun.observe(this.#clock.now() - pending.expectedAt);
     if (result.response instanceof Error) {
       pending.reject(result.response);
       return;

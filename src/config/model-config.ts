@@ -59,7 +59,7 @@ export const modelConfigSchema = {
         max_latency: {
           kind: 'duration',
           description:
-            'With `max_queue_delay: auto`, the latency budget: no request is held for partners past the point where its expected completion would pass it, and a request whose expected completion (the queue ahead at the learnt batch cost) would pass it is refused with 503 `BS_ERR_LATENCY_BUDGET` instead of queued. Default: `default_timeout` (1 s when that is 0).',
+            'With `max_queue_delay: auto`, the latency budget: no request is held for partners past the point where its expected completion would pass it, and a request whose expected completion (the queue ahead at the learnt batch cost, plus the p99 of how late recent requests finished against that prediction, at most half the budget) would pass it is refused with 503 `BS_ERR_LATENCY_BUDGET` instead of queued. Default: `default_timeout` (1 s when that is 0).',
         },
         preferred_batch_sizes: {
           kind: 'array',

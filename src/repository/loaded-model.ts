@@ -157,6 +157,11 @@ export class LoadedModel {
     return this.#liveFit;
   }
 
+  /** With `max_queue_delay: auto`: what the latency budget keeps for recent overruns, ms. */
+  get admissionMarginMs(): number {
+    return this.#batcher.admissionMarginMs;
+  }
+
   get config(): CompleteModelConfig {
     return this.#currentConfig;
   }

@@ -177,6 +177,7 @@ function describe(model: LoadedModel, options: ManagementOptions): Record<string
             trusted: model.adaptiveBatching.trusted,
             notTrustedBecause: model.adaptiveBatching.reason ?? null,
             lastWaitMs: model.adaptiveBatching.wait_ms,
+            admissionMarginMs: model.admissionMarginMs,
           },
         }
       : {}),

@@ -45,6 +45,7 @@ test('max_queue_delay: auto serves, shows its budget at start, and exposes the l
   assert.equal(entry?.maxBatchDelay, 'auto');
   assert.equal(typeof entry?.adaptiveBatching.trusted, 'boolean');
   assert.ok('notTrustedBecause' in (entry?.adaptiveBatching ?? {}));
+  assert.equal(typeof entry?.adaptiveBatching.admissionMarginMs, 'number', "the budget's margin for overruns");
 
   // The bench's sweeps switch it on and off at run time, as TorchServe's max_batch_delay.
   const fixed = await call(`${server.urls.management}/models/affine?max_batch_delay=2`, {
