@@ -257,6 +257,9 @@ async function measureLevel(server, model, delay, level, load = settings) {
     throughput: point.throughput,
     p50Ms: point.latency.p50,
     p99Ms: point.latency.p99,
+    // Little's law: the requests in flight on average. Below a closed loop's concurrency, the
+    // rest of its clients were refused and are waiting out Retry-After.
+    inFlight: (point.throughput * point.latency.mean) / 1000,
     averageBatch: point.serverSide?.averageBatch ?? 0,
     queueMs: point.serverSide?.queueMsPerRequest ?? 0,
     computeMs: point.serverSide?.computeMsPerRequest ?? 0,
@@ -290,6 +293,7 @@ async function measureSlices(server, model, order, level) {
       p50Ms: middle('p50Ms'),
       p99Ms: Math.max(...measured.map((p) => p.p99Ms)),
       averageBatch: middle('averageBatch'),
+      inFlight: middle('inFlight'),
       queueMs: middle('queueMs'),
       computeMs: middle('computeMs'),
       errors: measured.reduce((sum, p) => sum + p.errors, 0),
@@ -342,6 +346,7 @@ function summarize(model, rounds, inProcess, simulated) {
     );
     const autoP99Ms = Math.max(...rounds.map((round) => point(round, level, 'auto').p99Ms));
     const autoRefused = median(rounds.map((round) => point(round, level, 'auto').refusedShare));
+    const autoInFlight = median(rounds.map((round) => point(round, level, 'auto').inFlight));
     const batch = (delay) => median(rounds.map((round) => point(round, level, delay).averageBatch));
     return {
       level,
@@ -351,6 +356,7 @@ function summarize(model, rounds, inProcess, simulated) {
       throughputRatios,
       autoP99Ms,
       autoRefused,
+      autoInFlight,
       zeroP99Ms: Math.max(...rounds.map((round) => point(round, level, 0).p99Ms)),
     };
   });

@@ -314,19 +314,31 @@ export const adaptive = {
         return (
           `  auto's line after ${level} (round ${lastRound.round}): ` +
           `c = ${fixed(line.fixedCostMs, 2)} ms, m = ${fixed(line.rowCostMs, 3)} ms, R² ${fixed(line.r2, 2)}, ` +
-          `${line.batchSizesSeen} batch sizes, ${state}, last wait ${fixed(line.lastWaitMs, 2)} ms`
+          `${line.batchSizesSeen} batch sizes, ${state}, last wait ${fixed(line.lastWaitMs, 2)} ms` +
+          (line.admissionMarginMs === undefined ? '' : `, budget margin ${fixed(line.admissionMarginMs, 1)} ms`)
         );
       });
     return [
       `\n${model.label} (max_batch_size ${model.maxBatchSize}; in process c = ${fixed(inProcess.c, 2)} ms, ` +
         `m = ${fixed(inProcess.m, 3)} ms, ${ceiling}):`,
       ...model.perLevel.map(
-        ({ level, bestStaticDelayUs, batches, throughputRatio, throughputRatios, autoP99Ms, autoRefused, zeroP99Ms }) =>
+        ({
+          level,
+          bestStaticDelayUs,
+          batches,
+          throughputRatio,
+          throughputRatios,
+          autoP99Ms,
+          autoRefused,
+          autoInFlight,
+          zeroP99Ms,
+        }) =>
           `  ${level.padEnd(6)} auto ÷ best fixed delay (${delayLabel(bestStaticDelayUs)}) ${fixed(throughputRatio, 3)} ` +
           `(rounds ${rounds(throughputRatios)}; ` +
           `${verdict(`throughput ${level}`)}); batch auto ${fixed(batches.auto, 1)}, 0 ${fixed(batches.zero, 1)}, ` +
           `best ${fixed(batches.best, 1)}; auto p99 ${fixed(autoP99Ms, 1)} ms (${verdict(`p99 ${level}`)}; ` +
-          `delay 0: ${fixed(zeroP99Ms, 1)} ms); auto refused ${fixed(100 * (autoRefused ?? 0), 1)} %`,
+          `delay 0: ${fixed(zeroP99Ms, 1)} ms); auto refused ${fixed(100 * (autoRefused ?? 0), 1)} %` +
+          (autoInFlight === undefined ? '' : `, ${fixed(autoInFlight, 1)} requests in flight (Little's law)`),
       ),
       `  auto p50 ÷ delay-0 p50 at c=1: ${fixed(model.p50Ratio, 3)} (rounds ${rounds(model.p50Ratios)}; ` +
         `${verdict('p50 c=1')})`,

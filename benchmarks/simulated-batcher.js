@@ -104,8 +104,22 @@ function simulatedBatcher({ c, m }, maxBatchSize, delay, maxLatencyMs, clock, { 
   return { batcher, state };
 }
 
-/** What a run measured after its first second: throughput, latency, batch sizes. */
-function summary(delay, level, answers, sizes, state) {
+/** A refused client comes back after this long, as the server's `Retry-After: 1` asks. */
+const REFUSED_RETRY_AFTER_MS = 1000;
+
+/** The answer, or undefined when `max_latency` refused the request (counted once measuring). */
+async function admitted(submitted, refusals, clock) {
+  try {
+    return await submitted;
+  } catch (error) {
+    if (error?.code !== 'BS_ERR_LATENCY_BUDGET') throw error;
+    if (clock.now >= MEASURE_FROM_MS) refusals.count += 1;
+    return undefined;
+  }
+}
+
+/** What a run measured after its first second: throughput, latency, batch sizes, refusals. */
+function summary(delay, level, answers, sizes, state, refusals) {
   const latencies = answers.sort((a, b) => a - b);
   const quantile = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
   const batches = [...sizes].reduce((sum, [size, count]) => sum + count / size, 0);
@@ -117,6 +131,7 @@ function summary(delay, level, answers, sizes, state) {
     p99Ms: quantile(0.99),
     averageBatch: latencies.length / batches,
     batchSizes: [...sizes.keys()].sort((a, b) => a - b),
+    refused: refusals.count,
     ...(state.fit ? { fitTrusted: state.fit.trusted, fitReason: state.fit.reason ?? null } : {}),
   };
 }
@@ -132,24 +147,26 @@ export async function simulateClosedLoop(line, maxBatchSize, delay, concurrency,
   const jitter = () => (variation.jitterMs ?? 0) * random();
   const sizes = new Map();
   const answers = [];
-  const send = () =>
+  const refusals = { count: 0 };
+  const send = (afterMs = 0) =>
     clock.api.setTimeout(
       async () => {
         const sent = clock.now - SIMULATED_ROUND_TRIP_MS / 2;
-        const { batchRows } = await batcher.submit({}, { rows: 1, shapeKey: 'x' });
+        const answer = await admitted(batcher.submit({}, { rows: 1, shapeKey: 'x' }), refusals, clock);
         clock.api.setTimeout(() => {
+          if (answer === undefined) return send(REFUSED_RETRY_AFTER_MS);
           if (clock.now >= MEASURE_FROM_MS) {
             answers.push(clock.now - sent);
-            sizes.set(batchRows, (sizes.get(batchRows) ?? 0) + 1);
+            sizes.set(answer.batchRows, (sizes.get(answer.batchRows) ?? 0) + 1);
           }
           send();
         }, SIMULATED_ROUND_TRIP_MS / 2);
       },
-      SIMULATED_ROUND_TRIP_MS / 2 + jitter(),
+      afterMs + SIMULATED_ROUND_TRIP_MS / 2 + jitter(),
     );
   for (let client = 0; client < concurrency; client++) send();
   await clock.runUntil(SIMULATED_SECONDS * 1000);
-  return summary(delay, `c=${concurrency}`, answers, sizes, state);
+  return summary(delay, `c=${concurrency}`, answers, sizes, state, refusals);
 }
 
 /** Poisson arrivals at `ratePerSecond`, from a fixed seed so every configuration sees the same ones. */
@@ -159,20 +176,21 @@ export async function simulateOpenLoop(line, maxBatchSize, delay, ratePerSecond,
   const random = seededRandom();
   const sizes = new Map();
   const answers = [];
+  const refusals = { count: 0 };
   let at = 0;
   while (at < SIMULATED_SECONDS * 1000) {
     at += (-Math.log(random()) * 1000) / ratePerSecond;
     const sent = at;
     clock.api.setTimeout(async () => {
-      const { batchRows } = await batcher.submit({}, { rows: 1, shapeKey: 'x' });
-      if (sent >= MEASURE_FROM_MS) {
+      const answer = await admitted(batcher.submit({}, { rows: 1, shapeKey: 'x' }), refusals, clock);
+      if (answer !== undefined && sent >= MEASURE_FROM_MS) {
         answers.push(clock.now - sent);
-        sizes.set(batchRows, (sizes.get(batchRows) ?? 0) + 1);
+        sizes.set(answer.batchRows, (sizes.get(answer.batchRows) ?? 0) + 1);
       }
     }, at);
   }
   await clock.runUntil(SIMULATED_SECONDS * 1000 + 10_000);
-  return summary(delay, 'rate', answers, sizes, state);
+  return summary(delay, 'rate', answers, sizes, state, refusals);
 }
 
 /**

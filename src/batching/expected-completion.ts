@@ -26,6 +26,11 @@ export function predictsCost(fit: CostFit): boolean {
 /**
  * When a request admitted now would be answered, ms from now, if the queue ahead of it runs
  * in order, full batches first, each on whichever instance frees first, at T(B) = c + m·B.
+ * Its own batch, when it has to wait for an instance, is taken as full: the rows that arrive
+ * meanwhile join it (a closed loop's clients return together, which no arrival rate
+ * foresees), and counting only the rows ahead of it predicted the front of a queue as much as
+ * a whole batch too early. So the prediction is late rather than early on how its batch
+ * fills, and what is left to overrun it (completion-overrun.ts) is what the line cannot see.
  * Returns early (above `limitMs`) once that point is passed. The queue is taken as one line:
  * other shapes and priority levels share its instances, so their rows count too.
  */
@@ -41,8 +46,9 @@ export function expectedCompletionMs(question: CompletionQuestion): number {
     for (let index = 1; index < freeIn.length; index++) {
       if ((freeIn[index] as number) < (freeIn[first] as number)) first = index;
     }
-    const size = Math.min(batch, rows);
-    endMs = (freeIn[first] as number) + Math.max(0, fit.c + fit.m * size);
+    const startMs = freeIn[first] as number;
+    const size = startMs > 0 ? batch : Math.min(batch, rows);
+    endMs = startMs + Math.max(0, fit.c + fit.m * size);
     freeIn[first] = endMs;
     rows -= size;
     if (endMs > limitMs) return endMs;

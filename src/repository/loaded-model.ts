@@ -142,6 +142,7 @@ export class LoadedModel {
           'adaptive batching: cost line seeded from batches timed at load',
         );
         if (this.#liveFit === undefined) this.#fitChanged(this.#batcher.seededFit, 0);
+        this.#warnIfBudgetBelowTwoBatches(config);
       },
       (error: unknown) =>
         this.#parts.logger?.warn(
@@ -150,6 +151,25 @@ export class LoadedModel {
         ),
     );
     return this.#calibration;
+  }
+
+  /**
+   * A request that arrives just after a full batch started waits it out, then runs in a batch
+   * that may fill as well: below twice a full batch, `max_latency` cannot be kept even at low
+   * load, and the admission check (which counts a waiting request's batch as full) refuses
+   * such requests whatever the load. Said once, at load, from the line timed there.
+   */
+  #warnIfBudgetBelowTwoBatches(config: CompleteModelConfig): void {
+    const { c, m } = this.#batcher.seededFit;
+    const fullBatchMs = c + m * config.max_batch_size;
+    const budgetMs = latencyBudgetUs(config.dynamic_batching) / 1000;
+    if (!(m > 0) || 2 * fullBatchMs <= budgetMs) return;
+    this.#parts.logger?.warn(
+      { model: this.name, version: this.version, full_batch_ms: fullBatchMs, max_latency_ms: budgetMs },
+      `adaptive batching: max_latency (${Math.round(budgetMs)} ms) is under twice a full batch of ${config.max_batch_size} ` +
+        `(${fullBatchMs.toFixed(1)} ms): requests that wait for a busy instance are refused at any load; ` +
+        'raise max_latency or lower max_batch_size',
+    );
   }
 
   /** With `max_queue_delay: auto`: the cost line learnt so far and the last wait chosen; else undefined. */

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { pino } from 'pino';
 import { packArchive } from '../../src/archive/pack.js';
 import { renderStartupBlock } from '../../src/server/startup-block.js';
 import { validateServerConfig } from '../../src/server/server-config.js';
@@ -81,7 +82,9 @@ test('max_queue_delay: auto answers 503 BS_ERR_LATENCY_BUDGET to requests it exp
       'runtime:\n  graph_optimization_level: disabled\n  intra_op_threads: 1\n',
   );
   const { path } = await packArchive({ modelName: 'cost', serializedFile: model, configFile, exportPath: dir });
-  const server = await startTestServer(t, { models: [`cost=${path}`] });
+  const warnings: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(line) });
+  const server = await startTestServer(t, { models: [`cost=${path}`] }, logger);
   const answers = await Promise.all(
     Array.from({ length: 24 }, (_, index) =>
       call(`${server.urls.inference}/v2/models/cost/infer`, { body: affineRequest([[index, 0, 0, 0]]) }),
@@ -107,5 +110,9 @@ test('max_queue_delay: auto answers 503 BS_ERR_LATENCY_BUDGET to requests it exp
     counted.reduce((sum, sample) => sum + sample.value, 0),
     refused.length,
     'counted as 503s',
+  );
+  assert.ok(
+    warnings.some((line) => /max_latency \(1 ms\) is under twice a full batch of 8/.test(line)),
+    `the load warns that the budget is under two full batches: ${warnings.join('')}`,
   );
 });
