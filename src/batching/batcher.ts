@@ -13,7 +13,7 @@ import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
 import { OnlineCostFit, type CostFit } from './cost-fit.js';
 import { CompletionOverrun } from './completion-overrun.js';
-import { expectedCompletionMs, predictsCost } from './expected-completion.js';
+import { expectedCompletion, predictsCost } from './expected-completion.js';
 import { processCoreShare, type CoreShare } from './core-share.js';
 import { Pace } from './pace.js';
 import { ReturningRows } from './returning-rows.js';
@@ -405,8 +405,8 @@ export class Batcher {
    * predict a batch's cost, nor a request that would run at once. The line is scaled by how
    * much slower or faster than it recent batches ran (`ShapeLearning.pace`), and the budget
    * counts from the request's reservation when it had one (`spentMs`: its body's read and
-   * decode). Returns the expected completion, ms from now (NaN with nothing to predict it
-   * by), or the refusal.
+   * decode). Returns the latest it is expected to finish, ms from now (NaN with nothing to
+   * predict it by; the overrun margin is learnt against it), or the refusal.
    */
   #admit(learning: ShapeLearning | undefined, rows: number, spentMs: number): number | LatencyBudgetError {
     const { adaptive, maxBatchSize } = this.#policy;
@@ -422,12 +422,12 @@ export class Batcher {
     const queuedAhead = this.#queuedRows + this.#reservedRows;
     const rowsThrough = queuedAhead + rows;
     const limitMs = budgetMs - marginMs;
-    const expectedMs = expectedCompletionMs({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs });
+    const { endMs, latestEndMs } = expectedCompletion({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs });
     // One that would run at once is as early as it can be: refusing it would help nobody.
-    if (expectedMs <= limitMs || (queuedAhead === 0 && this.#idle.length > 0)) return expectedMs;
+    if (endMs <= limitMs || (queuedAhead === 0 && this.#idle.length > 0)) return latestEndMs;
     const margin = marginMs >= 0.5 ? ` with ${Math.round(marginMs)} ms kept for recent overruns` : '';
     return new LatencyBudgetError(
-      `expected to finish in ${Math.round(spentMs + expectedMs + marginMs)} ms${margin}, past max_latency ${Math.round(adaptive.maxLatencyUs / 1000)} ms ` +
+      `expected to finish in ${Math.round(spentMs + endMs + marginMs)} ms${margin}, past max_latency ${Math.round(adaptive.maxLatencyUs / 1000)} ms ` +
         `(${queuedAhead} rows queued ahead on ${this.#runners.length} instance${this.#runners.length === 1 ? '' : 's'}); try again shortly`,
     );
   }

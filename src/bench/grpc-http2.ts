@@ -112,17 +112,23 @@ export class CallStatus {
   error: string | undefined;
   /** The version that answered: the x-model-version metadata. */
   version: string | undefined;
+  /** A refusal's server pushback (`grpc-retry-pushback-ms`, gRFC A6): wait this long before the next call. */
+  retryAfterMs: number | undefined;
 
   reset(): void {
     this.grpcStatus = undefined;
     this.httpStatus = 0;
     this.error = undefined;
     this.version = undefined;
+    this.retryAfterMs = undefined;
   }
 
   read(headers: IncomingHttpHeaders): void {
     const grpcStatus = headers['grpc-status'];
     if (typeof grpcStatus === 'string') this.grpcStatus = grpcStatus;
+    const pushback = headers['grpc-retry-pushback-ms'];
+    // gRFC A6: a value that is not a whole number of ms means "do not retry"; it is ignored here.
+    if (typeof pushback === 'string' && /^\d+$/.test(pushback)) this.retryAfterMs = Number(pushback);
     const version = headers['x-model-version'];
     if (typeof version === 'string') this.version = version;
     const httpStatus = headers[HTTP2_HEADER_STATUS];

@@ -53,7 +53,8 @@ class UnaryCallSlot extends RequestSlot {
   };
   readonly #onClose = (): void => {
     this.#stream = undefined;
-    this.settle(this, this.#status.outcome(), this.#status.version);
+    const outcome = this.#status.outcome();
+    this.settle(this, outcome, this.#status.version, outcome === undefined ? undefined : this.#status.retryAfterMs);
   };
 
   constructor(

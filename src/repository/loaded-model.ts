@@ -156,8 +156,7 @@ export class LoadedModel {
   /**
    * A request that arrives just after a full batch started waits it out, then runs in a batch
    * that may fill as well: below twice a full batch, `max_latency` cannot be kept even at low
-   * load, and the admission check (which counts a waiting request's batch as full) refuses
-   * such requests whatever the load. Said once, at load, from the line timed there.
+   * load. Said once, at load, from the line timed there.
    */
   #warnIfBudgetBelowTwoBatches(config: CompleteModelConfig): void {
     const { c, m } = this.#batcher.seededFit;
@@ -167,7 +166,7 @@ export class LoadedModel {
     this.#parts.logger?.warn(
       { model: this.name, version: this.version, full_batch_ms: fullBatchMs, max_latency_ms: budgetMs },
       `adaptive batching: max_latency (${Math.round(budgetMs)} ms) is under twice a full batch of ${config.max_batch_size} ` +
-        `(${fullBatchMs.toFixed(1)} ms): requests that wait for a busy instance are refused at any load; ` +
+        `(${fullBatchMs.toFixed(1)} ms): a request that waits for a busy instance can pass it at any load; ` +
         'raise max_latency or lower max_batch_size',
     );
   }

@@ -16,6 +16,14 @@ import {
 export const ERROR_CODE_KEY = 'bs-error-code';
 
 /**
+ * gRPC's server pushback (gRFC A6): how long a client should wait before it retries, ms. Sent
+ * with the load-shedding refusals, as REST sends `Retry-After: 1`; grpc-js clients with a
+ * retry policy honour it.
+ */
+export const RETRY_PUSHBACK_KEY = 'grpc-retry-pushback-ms';
+const RETRY_PUSHBACK_MS = '1000';
+
+/**
  * A failure as a gRPC status, mapped as Triton maps its own: a full queue and a queued timeout
  * are UNAVAILABLE with Triton's messages (our errors carry them already), bad tensors
  * INVALID_ARGUMENT, an unknown model or version NOT_FOUND, a version policy
@@ -28,6 +36,9 @@ export function grpcError(error: unknown): Partial<ServiceError> {
   }
   const metadata = new Metadata();
   metadata.set(ERROR_CODE_KEY, error.code);
+  if (error instanceof QueueFullError || error instanceof LatencyBudgetError) {
+    metadata.set(RETRY_PUSHBACK_KEY, RETRY_PUSHBACK_MS);
+  }
   return { code: grpcCodeOf(error), details: error.message, metadata };
 }
 

@@ -6,7 +6,7 @@ import { batchCostMs } from '../../src/batching/batcher.js';
 import { OnlineCostFit, type CostFit } from '../../src/batching/cost-fit.js';
 import { CompletionOverrun } from '../../src/batching/completion-overrun.js';
 import { OWN_CORE, ProcessCoreShare } from '../../src/batching/core-share.js';
-import { expectedCompletionMs, predictsCost } from '../../src/batching/expected-completion.js';
+import { expectedCompletion, predictsCost } from '../../src/batching/expected-completion.js';
 import { Pace } from '../../src/batching/pace.js';
 import { ReturningRows } from '../../src/batching/returning-rows.js';
 import type { BatchTimings, HandlerRequest } from '../../src/core/request.js';
@@ -188,15 +188,11 @@ class CostRunner extends GatedRunner {
 }
 
 /** A batcher whose cost line is seeded as at load with T(B) = 5 + 0.5·B, and a gated instance. */
-function seeded(policy: { maxLatencyUs?: number; maxBatchSize?: number } = {}) {
+function seeded(policy: { maxLatencyUs?: number } = {}) {
   const runner = new CostRunner('i0');
   const fits: CostFit[] = [];
   const harness = setup(
-    {
-      maxBatchSize: policy.maxBatchSize ?? 8,
-      maxQueueDelayUs: 0,
-      adaptive: { maxLatencyUs: policy.maxLatencyUs ?? 1_000_000 },
-    },
+    { maxBatchSize: 8, maxQueueDelayUs: 0, adaptive: { maxLatencyUs: policy.maxLatencyUs ?? 1_000_000 } },
     [runner],
     { fitChanged: (fit) => fits.push(fit) },
   );
@@ -248,10 +244,9 @@ test('adaptive batching never waits past max_latency, and a wait for partners th
   for (const [budgetUs, waits] of [
     [1_000_000, true],
     // The oldest has waited 3 ms when the instance frees; 3 + 2 (gap) + 5 + 0.5·3 = 11.5 ms > 10.
-    // (Batches of 3: admitted behind the running batch, each expects 3.5 or 1.5 + T(3) ≤ 10 ms.)
     [10_000, false],
   ] as const) {
-    const { fake, submit, runner } = seeded({ maxLatencyUs: budgetUs, maxBatchSize: 3 });
+    const { fake, submit, runner } = seeded({ maxLatencyUs: budgetUs });
     const blocker = submit(0);
     await settle();
     for (const value of [1, 2]) {
@@ -336,16 +331,15 @@ test('adaptive batching refuses a request whose expected completion passes max_l
   const first = submit(0);
   await settle();
   assert.deepEqual(runner.batches, [[0]], 'an idle instance: the first goes at once, expected free in 5.5 ms');
-  // A request that waits for the instance counts its batch as full (those who come meanwhile
-  // join it): the first 8 queued end at 5.5 + T(8) = 14.5 ms, the next batch at 23.5 ms.
-  const queued = Array.from({ length: 8 }, (_, index) => submit(index + 1));
+  // Request k queued behind it ends at 5.5 + T(min(k, 8)), then a second batch: 5.5 + 9 + T(k − 8).
+  const queued = Array.from({ length: 9 }, (_, index) => submit(index + 1));
   await settle();
-  assert.equal(batcher.rowsQueued, 8, 'the eighth ends at 5.5 + 9 = 14.5 ms: inside the budget');
-  await assert.rejects(submit(9), (error: Error & { code?: string }) => {
+  assert.equal(batcher.rowsQueued, 9, 'the ninth ends at 5.5 + 9 + 5.5 = 20 ms: inside the budget');
+  await assert.rejects(submit(10), (error: Error & { code?: string }) => {
     assert.equal(error.code, 'BS_ERR_LATENCY_BUDGET');
     assert.match(
       error.message,
-      /expected to finish in 24 ms, past max_latency 20 ms \(8 rows queued ahead on 1 instance\)/,
+      /expected to finish in 21 ms, past max_latency 20 ms \(9 rows queued ahead on 1 instance\)/,
     );
     return true;
   });
@@ -354,19 +348,19 @@ test('adaptive batching refuses a request whose expected completion passes max_l
     /past max_latency/,
     'a request still reading its body is refused at its headers',
   );
-  assert.equal(batcher.rowsQueued, 8, 'the refused requests took nothing from the queue');
-  fake.tick(4);
-  batcher.reserve().release(); // 4 ms on, the running batch is that much nearer its end: 19.5 ms
+  assert.equal(batcher.rowsQueued, 9, 'the refused requests took nothing from the queue');
+  fake.tick(2);
+  batcher.reserve().release(); // 2 ms on, the running batch is that much nearer its end: 18.5 ms
   await run();
   await first;
   assert.deepEqual(runner.batches.at(-1), [1, 2, 3, 4, 5, 6, 7, 8], 'the queue runs as predicted');
   batcher.reserve().release();
-  const again = submit(10);
+  const again = submit(11);
   await settle();
-  assert.equal(batcher.rowsQueued, 1, 'with a batch gone, there is room in the budget again: 9 + 9 = 18 ms');
+  assert.equal(batcher.rowsQueued, 2, 'with a batch gone, there is room in the budget again');
   await run();
   await run();
-  assert.equal((await again).batchRows, 1);
+  assert.equal((await again).batchRows, 2);
   await Promise.all(queued);
 });
 
@@ -384,33 +378,27 @@ test('adaptive batching refuses nothing for its budget while its line cannot pre
   assert.equal((await Promise.all(answers)).length, 20);
 });
 
-test('expectedCompletionMs: the queue ahead in full batches on the instance that frees first', () => {
+test('expectedCompletion: the queue ahead in full batches on the instance that frees first; at the latest, its own batch full', () => {
   const fit: CostFit = { c: 5, m: 0.5, r2: 1, sizes: 3, trusted: true, reason: undefined };
-  const ask = (rowsThrough: number, freeInMs: number[], maxBatchSize = 8): number =>
-    expectedCompletionMs({
-      rowsThrough,
-      maxBatchSize,
-      freeInMs,
-      fit,
-      limitMs: Infinity,
-    });
-  assert.equal(ask(1, [0]), 5.5, 'an idle instance: its own batch');
-  assert.equal(
+  const ask = (rowsThrough: number, freeInMs: number[], maxBatchSize = 8): [number, number] => {
+    const { endMs, latestEndMs } = expectedCompletion({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs: Infinity });
+    return [endMs, latestEndMs];
+  };
+  assert.deepEqual(ask(1, [0]), [5.5, 5.5], 'an idle instance: its own batch, which starts now: nobody joins it');
+  assert.deepEqual(
     ask(10, [3]),
-    3 + 9 + 9,
-    'after the running batch, a full batch, then its own, taken as full: who comes meanwhile joins it',
+    [3 + 9 + 6, 3 + 9 + 9],
+    'after the running batch, a full batch, then its own of 2 (at the latest, of 8: who comes meanwhile joins it)',
   );
-  assert.equal(ask(10, [3, 1]), 3 + 9, 'two instances: the 8 go on the one free in 1 ms, its own on the other at 3 ms');
-  assert.equal(ask(3, [0], 0), 5.5 * 3, 'a model that does not batch runs a request at a time');
-  assert.equal(
-    expectedCompletionMs({
-      rowsThrough: 100,
-      maxBatchSize: 8,
-      freeInMs: [0],
-      fit,
-      limitMs: 20,
-    }),
-    27,
+  assert.deepEqual(
+    ask(10, [3, 1]),
+    [3 + 6, 3 + 9],
+    'two instances: the 8 go on the one free in 1 ms, its own 2 on the other at 3 ms',
+  );
+  assert.deepEqual(ask(3, [0], 0), [5.5 * 3, 5.5 * 3], 'a model that does not batch runs a request at a time');
+  assert.deepEqual(
+    expectedCompletion({ rowsThrough: 100, maxBatchSize: 8, freeInMs: [0], fit, limitMs: 20 }),
+    { endMs: 27, latestEndMs: 27 },
     'stops once past the limit',
   );
   assert.equal(predictsCost(fit), true);
@@ -507,14 +495,18 @@ test('the latency budget keeps a margin for how late recent requests finished ag
   assert.equal(batcher.admissionMarginMs, 6.5, '32 requests, each 6.5 ms past its prediction');
   const first = submit(100);
   await settle();
-  // Queued behind the running batch, a request ends at 5.5 + T(8) = 14.5 ms: inside 20 ms
-  // alone, past it with the 6.5 ms kept.
+  // Queued behind the running batch, request k ends at 5.5 + 5 + 0.5·k: with 6.5 ms kept, 13.5 ms
+  // are left, so 6 fit (13.5 ms) and the 7th (14 ms) does not, where without the margin 9 did.
+  const queued = Array.from({ length: 6 }, (_, index) => submit(101 + index));
+  await settle();
+  assert.equal(batcher.rowsQueued, 6);
   await assert.rejects(
-    submit(101),
-    /expected to finish in 21 ms with 7 ms kept for recent overruns, past max_latency 20 ms \(0 rows queued ahead/,
+    submit(107),
+    /expected to finish in 21 ms with 7 ms kept for recent overruns, past max_latency 20 ms \(6 rows queued ahead/,
   );
   await late();
-  await first;
+  await late();
+  await Promise.all([first, ...queued]);
 });
 
 test('the overrun margin is capped at half of max_latency', async () => {
@@ -529,17 +521,17 @@ test('the overrun margin is capped at half of max_latency', async () => {
   assert.equal(batcher.admissionMarginMs, 10, 'a 50 ms overrun keeps 10 ms of a 20 ms budget');
   const first = submit(100);
   await settle();
-  await assert.rejects(submit(101), /expected to finish in 25 ms with 10 ms kept/, '5.5 + 9 = 14.5 ms: past 20 − 10');
-  fake.tick(5);
-  // 5 ms on: free in 0.5 ms, then a full batch: 9.5 ms fits in the 10 left (uncapped, nothing would).
+  await assert.rejects(submit(101), /expected to finish in 21 ms with 10 ms kept/, '5.5 + 5.5 = 11 ms: past 20 − 10');
+  fake.tick(2);
+  // 2 ms on: free in 3.5 ms, then its own 5.5 ms: 9 ms fits in the 10 left (uncapped, nothing would).
   const queued = submit(102);
   await settle();
   assert.equal(batcher.rowsQueued, 1);
-  fake.tick(1);
+  fake.tick(3.5);
   runner.release();
   await first;
   await settle();
-  fake.tick(6);
+  fake.tick(5.5);
   runner.release();
   await queued;
 });

@@ -1,13 +1,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import { LatencyBudgetError, QueueFullError } from '../../src/core/errors.js';
-import { ERROR_CODE_KEY, grpcError } from '../../src/server/grpc-status.js';
+import { LatencyBudgetError, QueueFullError, QueueTimeoutError } from '../../src/core/errors.js';
+import { ERROR_CODE_KEY, grpcError, RETRY_PUSHBACK_KEY } from '../../src/server/grpc-status.js';
 
 test('load shed by the queue or the latency budget is UNAVAILABLE (retryable), with its code in the trailers', () => {
   for (const error of [new QueueFullError('Exceeds maximum queue size'), new LatencyBudgetError('past max_latency')]) {
     const answer = grpcError(error);
     assert.equal(answer.code, status.UNAVAILABLE, error.code);
     assert.deepEqual(answer.metadata?.get(ERROR_CODE_KEY), [error.code]);
+    assert.deepEqual(answer.metadata?.get(RETRY_PUSHBACK_KEY), ['1000'], 'come back in 1 s, as Retry-After says');
   }
+  const timedOut = grpcError(new QueueTimeoutError('Request timeout expired'));
+  assert.equal(timedOut.code, status.UNAVAILABLE);
+  assert.deepEqual(timedOut.metadata?.get(RETRY_PUSHBACK_KEY), [], 'a queued timeout sheds nothing: no pushback');
 });

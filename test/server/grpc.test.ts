@@ -278,6 +278,7 @@ test('a full queue is UNAVAILABLE "Exceeds maximum queue size"; a queued timeout
   const full = await grpc.call('ModelInfer', affineInfer({}, [[3, 0, 0, 0]]));
   assert.equal(full.error?.code, status.UNAVAILABLE);
   assert.equal(full.error?.details, 'Exceeds maximum queue size');
+  assert.equal(full.error?.metadata['grpc-retry-pushback-ms'], '1000', 'server pushback, as Retry-After: 1');
   gate.release();
   gate.release();
   assert.equal((await running).error, undefined);
@@ -292,6 +293,7 @@ test('a full queue is UNAVAILABLE "Exceeds maximum queue size"; a queued timeout
   const expired = await timedOut;
   assert.equal(expired.error?.code, status.UNAVAILABLE);
   assert.equal(expired.error?.details, 'Request timeout expired');
+  assert.equal(expired.error?.metadata['grpc-retry-pushback-ms'], undefined, 'a timeout sheds no load: no pushback');
   const late = await grpc.call('ModelInfer', affineInfer({}, [[6, 0, 0, 0]]), {}, { deadline: Date.now() + 50 });
   assert.equal(late.error?.code, status.DEADLINE_EXCEEDED);
   // The server's deadline runs from when the call arrived, a moment after the client's.
