@@ -106,6 +106,8 @@ interface Pending {
   readonly rows: number;
   readonly group: ShapeGroup;
   readonly enqueuedAt: number;
+  /** Its priority level, 1 first. */
+  readonly level: number;
   /** When the admission check expected it to finish (the batcher's clock, ms); NaN without a prediction. */
   readonly expectedAt: number;
   state: 'queued' | 'running' | 'done';
@@ -153,6 +155,8 @@ export class Batcher {
   /** Outlives the groups, which go when empty: a shape's cost line is learnt over many batches. */
   readonly #learned = new Map<string, ShapeLearning>();
   #queuedRows = 0;
+  /** Queued rows by priority level (index 0 is level 1): the rows a request queues behind. */
+  readonly #queuedRowsAtLevel: Int32Array;
   /** Rows held for admitted requests still reading their bodies: one each, until they are queued. */
   #reservedRows = 0;
   #running = 0;
@@ -190,6 +194,7 @@ export class Batcher {
     this.#policy = policy;
     this.#runners = [...runners];
     this.#idle = [...runners];
+    this.#queuedRowsAtLevel = new Int32Array(policy.priorityLevels);
   }
 
   get rowsQueued(): number {
@@ -252,10 +257,12 @@ export class Batcher {
       return Promise.reject(new QueueFullError('Exceeds maximum queue size'));
     }
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
+    const level = Math.min(Math.max(1, options.priority ?? policy.priorityLevels), policy.priorityLevels);
     const expectedMs = this.#admit(
       this.#learned.get(options.shapeKey) ?? this.#lastLearning,
       options.rows,
       options.reservation ? this.#clock.now() - options.reservation.heldSince : 0,
+      level,
     );
     if (typeof expectedMs !== 'number') return Promise.reject(expectedMs);
     return new Promise<SubmitResult>((resolve, reject) => {
@@ -270,6 +277,7 @@ export class Batcher {
         rows: options.rows,
         group,
         enqueuedAt: now,
+        level,
         expectedAt: now + expectedMs,
         state: 'queued',
         timer: undefined,
@@ -289,10 +297,10 @@ export class Batcher {
         options.signal.addEventListener('abort', onAbort, { once: true });
         pending.detach = () => options.signal?.removeEventListener('abort', onAbort);
       }
-      const level = Math.min(Math.max(1, options.priority ?? policy.priorityLevels), policy.priorityLevels);
       group.levels[level - 1]?.push(pending);
       group.rows += options.rows;
       this.#queuedRows += options.rows;
+      (this.#queuedRowsAtLevel[level - 1] as number) += options.rows;
       this.#queueMoved();
       this.#schedule();
     });
@@ -405,10 +413,17 @@ export class Batcher {
    * predict a batch's cost, nor a request that would run at once. The line is scaled by how
    * much slower or faster than it recent batches ran (`ShapeLearning.pace`), and the budget
    * counts from the request's reservation when it had one (`spentMs`: its body's read and
-   * decode). Returns the latest it is expected to finish, ms from now (NaN with nothing to
-   * predict it by; the overrun margin is learnt against it), or the refusal.
+   * decode). A request queues behind the rows of its own priority level and those before it
+   * (`level`; a reservation, whose priority is not read yet, behind all of them), and behind
+   * every reservation. Returns the latest it is expected to finish, ms from now (NaN with
+   * nothing to predict it by; the overrun margin is learnt against it), or the refusal.
    */
-  #admit(learning: ShapeLearning | undefined, rows: number, spentMs: number): number | LatencyBudgetError {
+  #admit(
+    learning: ShapeLearning | undefined,
+    rows: number,
+    spentMs: number,
+    level = this.#policy.priorityLevels,
+  ): number | LatencyBudgetError {
     const { adaptive, maxBatchSize } = this.#policy;
     if (adaptive === undefined || learning === undefined || this.#flushing) return NaN;
     const line = learning.fit.current();
@@ -419,7 +434,8 @@ export class Batcher {
     const budgetMs = adaptive.maxLatencyUs / 1000 - spentMs;
     const marginMs = this.#marginMs(adaptive.maxLatencyUs);
     const freeInMs = this.#runners.map((runner) => Math.max(0, (this.#expectedFreeAt.get(runner) ?? now) - now));
-    const queuedAhead = this.#queuedRows + this.#reservedRows;
+    let queuedAhead = this.#reservedRows;
+    for (let index = 0; index < level; index++) queuedAhead += this.#queuedRowsAtLevel[index] as number;
     const rowsThrough = queuedAhead + rows;
     const limitMs = budgetMs - marginMs;
     const { endMs, latestEndMs } = expectedCompletion({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs });
@@ -440,6 +456,7 @@ export class Batcher {
     if (pending.state !== 'queued') return;
     this.#settle(pending);
     this.#queuedRows -= pending.rows;
+    (this.#queuedRowsAtLevel[pending.level - 1] as number) -= pending.rows;
     pending.group.rows -= pending.rows;
     this.#queueMoved();
     pending.reject(reason);
@@ -532,6 +549,7 @@ export class Batcher {
         level.shift();
         batch.push(head);
         rows += head.rows;
+        (this.#queuedRowsAtLevel[head.level - 1] as number) -= head.rows;
         if (this.#policy.maxBatchSize === 0) break;
       }
       if (rows >= targetRows || (this.#policy.maxBatchSize === 0 && batch.length > 0)) break;

@@ -188,11 +188,16 @@ class CostRunner extends GatedRunner {
 }
 
 /** A batcher whose cost line is seeded as at load with T(B) = 5 + 0.5·B, and a gated instance. */
-function seeded(policy: { maxLatencyUs?: number } = {}) {
+function seeded(policy: { maxLatencyUs?: number; priorityLevels?: number } = {}) {
   const runner = new CostRunner('i0');
   const fits: CostFit[] = [];
   const harness = setup(
-    { maxBatchSize: 8, maxQueueDelayUs: 0, adaptive: { maxLatencyUs: policy.maxLatencyUs ?? 1_000_000 } },
+    {
+      maxBatchSize: 8,
+      maxQueueDelayUs: 0,
+      adaptive: { maxLatencyUs: policy.maxLatencyUs ?? 1_000_000 },
+      priorityLevels: policy.priorityLevels ?? 1,
+    },
     [runner],
     { fitChanged: (fit) => fits.push(fit) },
   );
@@ -362,6 +367,27 @@ test('adaptive batching refuses a request whose expected completion passes max_l
   await run();
   assert.equal((await again).batchRows, 2);
   await Promise.all(queued);
+});
+
+test('a request queues behind its own priority level and those before it: the budget refuses low priority first', async () => {
+  // T(B) = 5 + 0.5·B, batches of 8, a 20 ms budget, two levels.
+  const { submit, batcher, runner, run } = seeded({ maxLatencyUs: 20_000, priorityLevels: 2 });
+  const first = submit(0);
+  await settle();
+  const low = Array.from({ length: 9 }, (_, index) => submit(index + 1, { priority: 2 }));
+  await settle();
+  assert.equal(batcher.rowsQueued, 9, 'the ninth low one ends at 5.5 + 9 + 5.5 = 20 ms');
+  await assert.rejects(submit(10, { priority: 2 }), /past max_latency 20 ms \(9 rows queued ahead/);
+  // A high one goes before all nine: 5.5 + T(1) = 11 ms.
+  const high = submit(11, { priority: 1 });
+  await settle();
+  assert.equal(batcher.rowsQueued, 10, 'admitted: no row of its level or before is queued');
+  await run();
+  await first;
+  assert.deepEqual(runner.batches.at(-1), [11, 1, 2, 3, 4, 5, 6, 7], 'and served first, as predicted');
+  await run();
+  await run();
+  await Promise.all([high, ...low]);
 });
 
 test('adaptive batching refuses nothing for its budget while its line cannot predict a batch', async () => {
