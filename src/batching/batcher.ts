@@ -96,7 +96,7 @@ interface ShapeLearning {
 const LEARNED_SHAPES = 64;
 /**
  * The overrun margin is capped at this share of `max_latency`: a long pause (a major GC, a
- * stalled host) inflates the margin for the next 256 requests, and uncapped it could leave
+ * stalled host) inflates the margin for the next 1,024 requests, and uncapped it could leave
  * room for nothing but requests that run at once.
  */
 const MAX_MARGIN_SHARE = 0.5;

@@ -1,7 +1,11 @@
-/** Recent overruns the margin rests on. */
-const WINDOW = 256;
-/** The margin is worked out again after this many overruns (a sort of the window). */
-const RECOMPUTE_EVERY = 32;
+/**
+ * Recent overruns the margin rests on: a 99th percentile needs about a thousand to rest on ten,
+ * and a stall lands on every request in flight at once, so a short window forgets it between
+ * stalls (256 kept about a third of a second at 800 requests a second).
+ */
+const WINDOW = 1024;
+/** The margin is worked out again after this many overruns (a sort of the window, ~50 µs). */
+const RECOMPUTE_EVERY = 64;
 /** The share of recent requests the margin covers: the budget is a p99 promise. */
 const QUANTILE = 0.99;
 
@@ -11,7 +15,7 @@ const QUANTILE = 0.99;
  * queue ahead at the line's cost; what it cannot see — a stall of the machine, a batch that
  * ran long, the main thread late to pick an answer up — lands on many queued requests at
  * once, so a budget held on the mean alone is passed by the tail. The margin is the 99th
- * percentile of (finished − predicted) over the last 256 admitted requests (0 when they
+ * percentile of (finished − predicted) over the last 1,024 admitted requests (0 when they
  * finish early), capped by the caller so one long pause cannot shut admission for long.
  */
 export class CompletionOverrun {

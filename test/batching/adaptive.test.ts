@@ -487,16 +487,16 @@ test('the budget counts from the reservation: a body that took long to arrive ha
   await Promise.all([first, admitted, late]);
 });
 
-test('CompletionOverrun: the p99 of the last 256 overruns, worked out every 32, never below 0', () => {
+test('CompletionOverrun: the p99 of the last 1,024 overruns, worked out every 64, never below 0', () => {
   const overrun = new CompletionOverrun();
-  for (let index = 0; index < 31; index++) overrun.observe(10);
-  assert.equal(overrun.marginMs, 0, 'not worked out before 32 overruns');
+  for (let index = 0; index < 63; index++) overrun.observe(10);
+  assert.equal(overrun.marginMs, 0, 'not worked out before 64 overruns');
   overrun.observe(10);
   assert.equal(overrun.marginMs, 10);
-  for (let index = 0; index < 256; index++) overrun.observe(index < 250 ? -2 : 40);
-  assert.equal(overrun.marginMs, 40, '6 of the last 256 at 40 ms: the p99 is 40');
-  for (let index = 0; index < 256; index++) overrun.observe(index < 254 ? -2 : 40);
-  assert.equal(overrun.marginMs, 0, '2 of 256 late is under 1 %; early ones count as no margin');
+  for (let index = 0; index < 1024; index++) overrun.observe(index < 1013 ? -2 : 40);
+  assert.equal(overrun.marginMs, 40, '11 of the last 1,024 at 40 ms: the p99 is 40');
+  for (let index = 0; index < 1024; index++) overrun.observe(index < 1014 ? -2 : 40);
+  assert.equal(overrun.marginMs, 0, '10 of 1,024 late is under 1 %; early ones count as no margin');
   overrun.observe(Number.NaN);
   assert.equal(overrun.marginMs, 0);
 });
@@ -512,13 +512,13 @@ test('the latency budget keeps a margin for how late recent requests finished ag
     runner.release();
     await settle();
   };
-  // The first request of a shape has no line of its own yet to predict it by: 33 make 32 overruns.
-  for (let index = 0; index < 33; index++) {
+  // The first request of a shape has no line of its own yet to predict it by: 65 make 64 overruns.
+  for (let index = 0; index < 65; index++) {
     const answer = submit(index);
     await late();
     await answer;
   }
-  assert.equal(batcher.admissionMarginMs, 6.5, '32 requests, each 6.5 ms past its prediction');
+  assert.equal(batcher.admissionMarginMs, 6.5, '64 requests, each 6.5 ms past its prediction');
   const first = submit(100);
   await settle();
   // Queued behind the running batch, request k ends at 5.5 + 5 + 0.5·k: with 6.5 ms kept, 13.5 ms
@@ -537,7 +537,7 @@ test('the latency budget keeps a margin for how late recent requests finished ag
 
 test('the overrun margin is capped at half of max_latency', async () => {
   const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 20_000 });
-  for (let index = 0; index < 33; index++) {
+  for (let index = 0; index < 65; index++) {
     const answer = submit(index);
     await settle();
     fake.tick(5.5 + 50);
