@@ -244,7 +244,7 @@ export const adaptive = {
         `${settings.rateShare * 100}% of the best fixed delay's throughput at concurrency ${top} in the same round; ` +
         `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms per measurement; ` +
         `${settings.rounds} round${settings.rounds === 1 ? '' : 's'} on fresh servers (every level once at 0 and 10ms first, unmeasured), ` +
-        `each level on every configuration ${settings.slices ?? 1} time${settings.slices === 1 ? '' : 's'} interleaved ` +
+        `each level on every configuration ${settings.slices} time${settings.slices === 1 ? '' : 's'} interleaved ` +
         '(the order turned by two each time; auto leads it in odd rounds and ends it in even ones), the median measurement per configuration; ' +
         'ratios within a round, medians over rounds',
     ].join('\n');
@@ -315,7 +315,7 @@ export const adaptive = {
           `  auto's line after ${level} (round ${lastRound.round}): ` +
           `c = ${fixed(line.fixedCostMs, 2)} ms, m = ${fixed(line.rowCostMs, 3)} ms, R² ${fixed(line.r2, 2)}, ` +
           `${line.batchSizesSeen} batch sizes, ${state}, last wait ${fixed(line.lastWaitMs, 2)} ms` +
-          (line.admissionMarginMs === undefined ? '' : `, budget margin ${fixed(line.admissionMarginMs, 1)} ms`)
+          `, budget margin ${fixed(line.admissionMarginMs, 1)} ms`
         );
       });
     return [
@@ -337,8 +337,8 @@ export const adaptive = {
           `(rounds ${rounds(throughputRatios)}; ` +
           `${verdict(`throughput ${level}`)}); batch auto ${fixed(batches.auto, 1)}, 0 ${fixed(batches.zero, 1)}, ` +
           `best ${fixed(batches.best, 1)}; auto p99 ${fixed(autoP99Ms, 1)} ms (${verdict(`p99 ${level}`)}; ` +
-          `delay 0: ${fixed(zeroP99Ms, 1)} ms); auto refused ${fixed(100 * (autoRefused ?? 0), 1)} %` +
-          (autoInFlight === undefined ? '' : `, ${fixed(autoInFlight, 1)} requests in flight (Little's law)`),
+          `delay 0: ${fixed(zeroP99Ms, 1)} ms); auto refused ${fixed(100 * autoRefused, 1)} %, ` +
+          `${fixed(autoInFlight, 1)} requests in flight (Little's law)`,
       ),
       `  auto p50 ÷ delay-0 p50 at c=1: ${fixed(model.p50Ratio, 3)} (rounds ${rounds(model.p50Ratios)}; ` +
         `${verdict('p50 c=1')})`,

@@ -13,7 +13,7 @@ import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
 import { OnlineCostFit, type CostFit } from './cost-fit.js';
 import { CompletionOverrun } from './completion-overrun.js';
-import { expectedCompletion, predictsCost } from './expected-completion.js';
+import { batchMsOn, expectedCompletion, predictsCost } from './expected-completion.js';
 import { processCoreShare, type CoreShare } from './core-share.js';
 import { Pace } from './pace.js';
 import { ReturningRows } from './returning-rows.js';
@@ -428,8 +428,6 @@ export class Batcher {
     if (adaptive === undefined || learning === undefined || this.#flushing) return NaN;
     const line = learning.fit.current();
     if (!predictsCost(line)) return NaN;
-    const pace = learning.pace.value;
-    const fit = { ...line, c: line.c * pace, m: line.m * pace };
     const now = this.#clock.now();
     const budgetMs = adaptive.maxLatencyUs / 1000 - spentMs;
     const marginMs = this.#marginMs(adaptive.maxLatencyUs);
@@ -438,7 +436,14 @@ export class Batcher {
     for (let index = 0; index < level; index++) queuedAhead += this.#queuedRowsAtLevel[index] as number;
     const rowsThrough = queuedAhead + rows;
     const limitMs = budgetMs - marginMs;
-    const { endMs, latestEndMs } = expectedCompletion({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs });
+    const { endMs, latestEndMs } = expectedCompletion({
+      rowsThrough,
+      maxBatchSize,
+      freeInMs,
+      fit: line,
+      pace: learning.pace.value,
+      limitMs,
+    });
     // One that would run at once is as early as it can be: refusing it would help nobody.
     if (endMs <= limitMs || (queuedAhead === 0 && this.#idle.length > 0)) return latestEndMs;
     const margin = marginMs >= 0.5 ? ` with ${Math.round(marginMs)} ms kept for recent overruns` : '';
@@ -575,7 +580,7 @@ export class Batcher {
       this.#lastLearning = learning;
       const fit = learning.fit.current();
       if (predictsCost(fit)) {
-        this.#expectedFreeAt.set(runner, dispatchedAt + learning.pace.value * Math.max(0, fit.c + fit.m * rows));
+        this.#expectedFreeAt.set(runner, dispatchedAt + learning.pace.value * batchMsOn(fit, rows));
       }
     }
     this.#running += 1;
@@ -637,8 +642,7 @@ export class Batcher {
   #learnCost(learning: ShapeLearning, rows: number, ms: number): void {
     if (this.#policy.adaptive === undefined) return;
     const line = learning.fit.current();
-    const predictedMs = line.c + line.m * rows;
-    if (predictsCost(line)) learning.pace.observe(ms, predictedMs);
+    if (predictsCost(line)) learning.pace.observe(ms, batchMsOn(line, rows));
     learning.fit.add(rows, ms);
     learning.returning.answered(this.#clock.now(), rows);
     const fit = learning.fit.current();

@@ -6,9 +6,11 @@ export interface CompletionQuestion {
   readonly rowsThrough: number;
   /** Largest batch; 0 = the model does not batch (a batch is one request). */
   readonly maxBatchSize: number;
-  /** For each instance, how long until it is expected to be free, ms (0 when idle). */
-  readonly freeInMs: readonly number[];
+  /** For each instance, how long until it is expected to be free, ms (0 when idle); worked on in place, so the caller's own copy. */
+  readonly freeInMs: number[];
   readonly fit: CostFit;
+  /** How much slower (above 1) or faster than the line batches run now (pace.ts). */
+  readonly pace: number;
   /** Work it out no further than this, ms: past it the answer is only "too late". */
   readonly limitMs: number;
 }
@@ -21,6 +23,11 @@ export interface CompletionQuestion {
  */
 export function predictsCost(fit: CostFit): boolean {
   return fit.m > 0 && fit.sizes >= MIN_DISTINCT_SIZES && fit.r2 >= MIN_R2 && Number.isFinite(fit.c);
+}
+
+/** T(B) on a line, ms: c + m·B, never below 0 (a line with c < 0 would put small batches there). */
+export function batchMsOn(fit: CostFit, rows: number): number {
+  return Math.max(0, fit.c + fit.m * rows);
 }
 
 /** When a request admitted now is expected to be answered, ms from now. */
@@ -46,11 +53,10 @@ export interface CompletionForecast {
  * its instances, so their rows count too.
  */
 export function expectedCompletion(question: CompletionQuestion): CompletionForecast {
-  const { fit, limitMs } = question;
+  const { fit, pace, limitMs, freeInMs: freeIn } = question;
   const batch = Math.max(1, question.maxBatchSize);
-  const freeIn = [...question.freeInMs];
   if (freeIn.length === 0) return { endMs: Infinity, latestEndMs: Infinity };
-  const cost = (rows: number): number => Math.max(0, fit.c + fit.m * rows);
+  const cost = (rows: number): number => pace * batchMsOn(fit, rows);
   let rows = question.rowsThrough;
   let startMs = 0;
   let endMs = 0;

@@ -14,6 +14,7 @@ import type { ModelSignature } from '../protocol/prepared-request.js';
 import { ModelNotReadyError, UsageError } from '../core/errors.js';
 import { ModelStatistics } from '../metrics/model-statistics.js';
 import type { CostFit } from '../batching/cost-fit.js';
+import { batchMsOn } from '../batching/expected-completion.js';
 import { ResponseCache } from './response-cache.js';
 import { calibrateCost } from './calibrate-cost.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
@@ -159,10 +160,10 @@ export class LoadedModel {
    * load. Said once, at load, from the line timed there.
    */
   #warnIfBudgetBelowTwoBatches(config: CompleteModelConfig): void {
-    const { c, m } = this.#batcher.seededFit;
-    const fullBatchMs = c + m * config.max_batch_size;
+    const line = this.#batcher.seededFit;
+    const fullBatchMs = batchMsOn(line, config.max_batch_size);
     const budgetMs = latencyBudgetUs(config.dynamic_batching) / 1000;
-    if (!(m > 0) || 2 * fullBatchMs <= budgetMs) return;
+    if (!(line.m > 0) || 2 * fullBatchMs <= budgetMs) return;
     this.#parts.logger?.warn(
       { model: this.name, version: this.version, full_batch_ms: fullBatchMs, max_latency_ms: budgetMs },
       `adaptive batching: max_latency (${Math.round(budgetMs)} ms) is under twice a full batch of ${config.max_batch_size} ` +

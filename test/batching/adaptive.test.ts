@@ -407,7 +407,14 @@ test('adaptive batching refuses nothing for its budget while its line cannot pre
 test('expectedCompletion: the queue ahead in full batches on the instance that frees first; at the latest, its own batch full', () => {
   const fit: CostFit = { c: 5, m: 0.5, r2: 1, sizes: 3, trusted: true, reason: undefined };
   const ask = (rowsThrough: number, freeInMs: number[], maxBatchSize = 8): [number, number] => {
-    const { endMs, latestEndMs } = expectedCompletion({ rowsThrough, maxBatchSize, freeInMs, fit, limitMs: Infinity });
+    const { endMs, latestEndMs } = expectedCompletion({
+      rowsThrough,
+      maxBatchSize,
+      freeInMs,
+      fit,
+      pace: 1,
+      limitMs: Infinity,
+    });
     return [endMs, latestEndMs];
   };
   assert.deepEqual(ask(1, [0]), [5.5, 5.5], 'an idle instance: its own batch, which starts now: nobody joins it');
@@ -423,7 +430,7 @@ test('expectedCompletion: the queue ahead in full batches on the instance that f
   );
   assert.deepEqual(ask(3, [0], 0), [5.5 * 3, 5.5 * 3], 'a model that does not batch runs a request at a time');
   assert.deepEqual(
-    expectedCompletion({ rowsThrough: 100, maxBatchSize: 8, freeInMs: [0], fit, limitMs: 20 }),
+    expectedCompletion({ rowsThrough: 100, maxBatchSize: 8, freeInMs: [0], fit, pace: 1, limitMs: 20 }),
     { endMs: 27, latestEndMs: 27 },
     'stops once past the limit',
   );
