@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 #
-# batchserve's image: the CLI as ENTRYPOINT, serving /mnt/models (where KServe's storage
+# batchserve's image: the CLI (node bin/batchserve.js) as ENTRYPOINT, serving /mnt/models (where KServe's storage
 # initializer puts a storageUri) on 8080 (v2 inference), 8081 (management), 8082 (metrics)
 # and 8001 (v2 / Triton gRPC).
 #
@@ -77,5 +77,7 @@ ENV NODE_ENV=production \
 USER 10001:10001
 WORKDIR /home/batchserve
 EXPOSE 8080 8081 8082 8001
-ENTRYPOINT ["batchserve"]
+# Node with the server's V8 flags (src/core/serving-node-flags.ts), so that the server is pid 1
+# itself: `batchserve serve` started without them would start Node again with them.
+ENTRYPOINT ["node", "--initial-old-space-size=64", "/opt/batchserve/bin/batchserve.js"]
 CMD ["serve", "--model-store", "/mnt/models", "--models", "all"]

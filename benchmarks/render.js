@@ -399,6 +399,7 @@ export const renderers = {
   overload: (result) => overload.render(result),
   'grpc-vs-rest': (result) => grpcVsRest.render(result),
   'pack-precision': (result) => packPrecision.render(result),
+  'serving-heap': (result) => servingHeap.render(result),
 };
 
 export const packPrecision = {
@@ -432,5 +433,57 @@ export const packPrecision = {
         `rel err  top-1    gate`,
       ...rows.map((row) => this.row(row, references.get(row.model))),
     ].join('\n');
+  },
+};
+
+export const servingHeap = {
+  header(result) {
+    const { settings, variants } = result;
+    return [
+      ...environmentLines(result),
+      settings.pinned
+        ? 'server pinned to CPU 0, client to CPU 1 (taskset)'
+        : 'taskset not found: server and client share the CPUs',
+      `the demo model (intra_op_threads 1, max_queue_delay 0) under ${variants.map((v) => v.label).join(' and under ')}, ` +
+        `a fresh server each, alternating (the order turned each round); concurrency ${settings.concurrency.join(' and ')}, ` +
+        `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms; ${settings.rounds} rounds; ` +
+        "GC: the server's main thread, from its nodejs_gc_duration_seconds",
+      '',
+    ].join('\n');
+  },
+  round(round) {
+    return [
+      `round ${round.round}:`,
+      ...round.runs.map(
+        (run) =>
+          `  ${run.variant.padEnd(8)} c=${String(run.concurrency).padEnd(3)} ${fixed(run.throughput, 0).padStart(5)} req/s  ` +
+          `p50 ${fixed(run.p50Ms, 2).padStart(7)} ms  p99 ${fixed(run.p99Ms, 2).padStart(7)} ms  ` +
+          `major GCs ${fixed(run.majorGcsPerSecond, 2).padStart(5)}/s  GC ${fixed(run.gcShare * 100, 1).padStart(4)} % of the time`,
+      ),
+    ].join('\n');
+  },
+  summary(result) {
+    const { summary, variants } = result;
+    const label = (name) => variants.find((variant) => variant.name === name)?.label ?? name;
+    const rounds = (values) => values.map((value) => fixed(value, 2)).join(', ');
+    return [
+      `\nmedians over rounds:`,
+      ...summary.perVariant.flatMap(({ variant, levels }) => [
+        `  ${label(variant)}:`,
+        ...levels.map(
+          (level) =>
+            `    c=${String(level.concurrency).padEnd(3)} ${fixed(level.throughput, 0).padStart(5)} req/s  p50 ${fixed(level.p50Ms, 2)} ms  ` +
+            `p99 ${fixed(level.p99Ms, 2)} ms  major GCs ${fixed(level.majorGcsPerSecond, 2)}/s  GC ${fixed(level.gcShare * 100, 1)} %`,
+        ),
+      ]),
+      `with the flag ÷ without, same round: p99 at c=1 ${fixed(summary.p99RatioC1, 2)} (rounds ${rounds(summary.p99RatiosC1)}; ` +
+        `aim ${summary.verdicts[0].aim}: ${metOrMissed(summary.verdicts[0].met)}), ` +
+        `throughput at c=64 ${fixed(summary.throughputRatioC64, 2)} (rounds ${rounds(summary.throughputRatiosC64)}; ` +
+        `aim ${summary.verdicts[1].aim}: ${metOrMissed(summary.verdicts[1].met)}), ` +
+        `p99 at c=64 ${fixed(summary.p99RatioC64, 2)} (rounds ${rounds(summary.p99RatiosC64)})`,
+    ].join('\n');
+  },
+  render(result) {
+    return [this.header(result), ...result.rounds.map((round) => this.round(round)), this.summary(result)].join('\n');
   },
 };

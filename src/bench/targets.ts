@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { ModelLoadError, UsageError } from '../core/errors.js';
+import { SERVING_NODE_FLAGS } from '../core/serving-node-flags.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
 import type { ApiAddresses } from '../server/server.js';
 import { delayParameter } from './delay.js';
@@ -171,8 +172,8 @@ export class ArchiveTarget implements BenchTarget {
     ];
     const [command, commandArgs] =
       this.#options.pin && hasTaskset()
-        ? ['taskset', ['-c', '0', process.execPath, ...args]]
-        : [process.execPath, args];
+        ? ['taskset', ['-c', '0', process.execPath, ...SERVING_NODE_FLAGS, ...args]]
+        : [process.execPath, [...SERVING_NODE_FLAGS, ...args]];
     const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#child = child;
     const urls = await startupUrls(child);

@@ -6,6 +6,7 @@ import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { ApiAddresses } from '../../src/server/server.js';
 import { parseStartupUrls } from '../../src/server/startup-block.js';
+import { SERVING_NODE_FLAGS } from '../../src/core/serving-node-flags.js';
 
 /** The repository root, three floors above dist/test/cli. */
 export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
@@ -91,14 +92,18 @@ export async function startServing(
   return { ...child, urls };
 }
 
-/** `node bin/batchserve.js serve …` on free ports (unless args name others). */
+/**
+ * `node bin/batchserve.js serve …` on free ports (unless args name others), Node started with
+ * the serving flags so that the child is the server itself (no launcher between: its pid owns
+ * the work folder, its signals are its own).
+ */
 export function serveChild(
   t: TestContext,
   args: readonly string[],
   options: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
 ): Promise<Served> {
   const ports = ['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'];
-  return startServing(t, process.execPath, [BIN, 'serve', ...ports, ...args], options);
+  return startServing(t, process.execPath, [...SERVING_NODE_FLAGS, BIN, 'serve', ...ports, ...args], options);
 }
 
 /** Runs a command to its end. */

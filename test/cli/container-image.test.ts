@@ -7,6 +7,7 @@ import { basename, dirname, join, posix } from 'node:path';
 import { affineRequest, call, packAffine } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { cleanEnv, jsonLines, REPO, runChild, snapshotTree, startServing, type Served } from './container-child.js';
+import { SERVING_NODE_FLAGS } from '../../src/core/serving-node-flags.js';
 
 // No Docker engine runs where these tests run, so the image is never built here. Instead the
 // Dockerfile is read as data: its runtime stage's files are laid out as its COPY lines say, and
@@ -174,8 +175,17 @@ async function layOutImage(file: Dockerfile, appRoot: string, app: string): Prom
   await symlink(join(REPO, 'node_modules'), join(app, 'node_modules'), 'dir');
 }
 
-/** `ln -s <target> /usr/local/bin/batchserve`: the script the ENTRYPOINT's `batchserve` is. */
-function entrypointScript(file: Dockerfile): string {
+/** The ENTRYPOINT: `node`, the serving V8 flags, then the CLI's script (also `batchserve` on PATH). */
+function entrypoint(file: Dockerfile): { nodeFlags: string[]; script: string } {
+  const [node, ...rest] = execForm(runtimeChain(file), 'ENTRYPOINT');
+  assert.equal(node, 'node');
+  const script = rest.at(-1);
+  assert.ok(script, 'the ENTRYPOINT names the CLI script');
+  return { nodeFlags: rest.slice(0, -1), script };
+}
+
+/** `ln -s <target> /usr/local/bin/batchserve`: what `batchserve` on the image's PATH runs. */
+function linkedScript(file: Dockerfile): string {
   const runs = instructions(runtimeChain(file), 'RUN').join(' ');
   const link = /ln -s (\S+) \/usr\/local\/bin\/batchserve(?:\s|$)/.exec(runs)?.[1];
   assert.ok(link, 'batchserve is linked onto PATH in /usr/local/bin');
@@ -224,13 +234,16 @@ async function stores(t: TestContext): Promise<{ folder: string; single: string 
 }
 
 /** The image's package folder laid out in a temp folder, readable by any user. */
-async function imageApp(t: TestContext, file: Dockerfile): Promise<{ app: string; appRoot: string; script: string }> {
-  const script = entrypointScript(file);
+async function imageApp(
+  t: TestContext,
+  file: Dockerfile,
+): Promise<{ app: string; appRoot: string; script: string; nodeFlags: string[] }> {
+  const { script, nodeFlags } = entrypoint(file);
   const appRoot = posix.dirname(posix.dirname(script));
   const app = join(await tempDir(t), 'app');
   await layOutImage(file, appRoot, app);
   await chmod(dirname(app), 0o755);
-  return { app, appRoot, script };
+  return { app, appRoot, script, nodeFlags };
 }
 
 /** Mapped: the container's paths to temp folders, its ports to free ones, as `docker run -v -p` does. */
@@ -240,7 +253,7 @@ async function rehearseMapped(
   args: readonly string[],
   store: string,
 ): Promise<Served & { tmp: string }> {
-  const { app, appRoot, script } = await imageApp(t, file);
+  const { app, appRoot, script, nodeFlags } = await imageApp(t, file);
   const tmp = await tempDir(t);
   const home = await tempDir(t);
   // One rule per value, the first that matches: the store's own path may start with /tmp.
@@ -265,7 +278,10 @@ async function rehearseMapped(
     BATCHSERVE_METRICS_PORT: '0',
     BATCHSERVE_GRPC_PORT: '0',
   };
-  const served = await startServing(t, process.execPath, [map(script), ...mappedArgs], { env, cwd: home });
+  const served = await startServing(t, process.execPath, [...nodeFlags, map(script), ...mappedArgs], {
+    env,
+    cwd: home,
+  });
   return { ...served, tmp };
 }
 
@@ -358,7 +374,7 @@ async function rehearseInNamespace(
   extraEnv: Record<string, string> = {},
   config = '',
 ): Promise<Contained> {
-  const { app, appRoot, script } = await imageApp(t, file);
+  const { app, appRoot, script, nodeFlags } = await imageApp(t, file);
   const chain = runtimeChain(file);
   const user = instructions(chain, 'USER').at(-1) ?? '0:0';
   const home = workdirOf(chain.at(-1) as Stage);
@@ -380,8 +396,9 @@ async function rehearseInNamespace(
       user.includes(':') ? user : `${user}:${user}`,
       home,
       config,
-      // What /usr/local/bin/batchserve's `#!/usr/bin/env node` runs.
+      // The ENTRYPOINT, with this machine's node.
       process.execPath,
+      ...nodeFlags,
       script,
       ...args,
     ],
@@ -434,7 +451,7 @@ const INFER = { method: 'POST', body: INFER_BODY, headers: { 'content-type': 'ap
 
 // --- tests ---------------------------------------------------------------------------------
 
-test('the Dockerfile: node 20 slim, npm ci then build, production dependencies, a CUDA 12 variant, non-root, batchserve as ENTRYPOINT', async () => {
+test('the Dockerfile: node 20 slim, npm ci then build, production dependencies, a CUDA 12 variant, non-root, the CLI under the serving flags as ENTRYPOINT', async () => {
   const file = await readDockerfile();
   assert.match(file.args.get('NODE_IMAGE') ?? '', /^node:20(\.\d+)*-(bookworm-)?slim$/);
   assert.match(file.args.get('CUDA_IMAGE') ?? '', /^nvidia\/cuda:12\.[\d.]+-cudnn-runtime-ubuntu[\d.]+$/);
@@ -465,12 +482,14 @@ test('the Dockerfile: node 20 slim, npm ci then build, production dependencies, 
   assert.match(user, /^\d+(:\d+)?$/, 'USER is numeric, so runAsNonRoot can check it');
   assert.notEqual(Number(user.split(':')[0]), 0);
   assert.deepEqual(instructions(cpu, 'EXPOSE').join(' ').split(' ').sort(), ['8001', '8080', '8081', '8082']);
-  assert.deepEqual(execForm(cpu, 'ENTRYPOINT'), ['batchserve']);
+  // Node with the serving flags, so the server is pid 1 itself (no launcher between).
+  assert.deepEqual(entrypoint(file).nodeFlags, [...SERVING_NODE_FLAGS]);
   assert.equal(execForm(cpu, 'CMD')[0], 'serve');
   assert.equal(parseEnv(cpu).BATCHSERVE_HOST, '0.0.0.0');
   // The link points into the folder where the package (package.json) was installed.
   const manifest = copies(stage(file, 'runtime')).find((copy) => copy.sources.includes('package.json'));
-  assert.equal(entrypointScript(file), `${manifest?.dest.replace(/\/$/, '')}/bin/batchserve.js`);
+  assert.equal(entrypoint(file).script, `${manifest?.dest.replace(/\/$/, '')}/bin/batchserve.js`);
+  assert.equal(linkedScript(file), entrypoint(file).script, '`batchserve` on PATH is the same CLI');
 });
 
 test('.dockerignore sends exactly what the Dockerfile copies from the context, and keeps out builds, keys and .git', async () => {

@@ -11,12 +11,14 @@ import { tempDir } from '../fixtures/temp.js';
 import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
 import { waitUntil, within } from '../server/handler-gate.js';
 import { InferenceClient } from '../fixtures/grpc-client.js';
+import { SERVING_NODE_FLAGS } from '../../src/core/serving-node-flags.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
 
 interface Served {
   child: ChildProcess;
   urls: ApiAddresses;
+  stdout: () => string;
   stderr: () => string;
   exit: Promise<number | null>;
 }
@@ -43,7 +45,7 @@ async function serve(args: string[]): Promise<Served> {
     });
     void exit.then((code) => fail(new Error(`serve exited with ${code}: ${stderr}`)));
   });
-  return { child, urls, stderr: () => stderr, exit };
+  return { child, urls, stdout: () => stdout, stderr: () => stderr, exit };
 }
 
 /** A gauge of the served affine model, scraped from the child (the start-up block's URL names the route). */
@@ -81,6 +83,49 @@ test('SIGTERM drains: admitted requests are answered at once, then the process e
   assert.match(served.stderr(), /drained/);
   await assert.rejects(call(`${served.urls.inference}/v2/health/live`), 'no longer listening');
 });
+
+test('serve started without the serving V8 flags runs the server in a Node started with them, which drains on Ctrl-C and dies with its launcher', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packAffine(dir);
+  const launch = async (): Promise<{ served: Served; pid: number }> => {
+    const served = await serve(['--models', `affine=${archive}`, '--no-auth', '--log-level', 'info']);
+    t.after(() => served.child.kill('SIGKILL'));
+    // The start-up line is the server's own pino line: its pid is the server's.
+    const pid = Number(/"pid":(\d+)/.exec(served.stdout())?.[1]);
+    assert.ok(Number.isSafeInteger(pid) && pid !== served.child.pid, `a server of its own: pid ${pid}`);
+    return { served, pid };
+  };
+  const { served, pid } = await launch();
+  const commandLine = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
+  if (commandLine !== undefined) {
+    assert.deepEqual(
+      commandLine.split('\0').filter((arg) => arg.startsWith('--initial-old')),
+      [...SERVING_NODE_FLAGS],
+    );
+  }
+  assert.equal(
+    (await call(`${served.urls.inference}/v2/models/affine/infer`, { body: affineRequest([[1, 2, 3, 4]]) })).status,
+    200,
+  );
+  // The server has a process group of its own: Ctrl-C in a terminal reaches it once, through the launcher.
+  served.child.kill('SIGINT');
+  assert.equal(await served.exit, 0);
+  assert.equal((served.stderr().match(/draining/g) ?? []).length, 1, served.stderr());
+
+  const killed = await launch();
+  killed.served.child.kill('SIGKILL');
+  await waitUntil(() => !isRunning(killed.pid), 'the server ends with its launcher');
+});
+
+/** Whether a process with this pid exists (signal 0 tests without sending). */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 test('a drain that runs out of time exits 1 at its deadline, without waiting for a stuck handler', async (t) => {
   const dir = await tempDir(t);

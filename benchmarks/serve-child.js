@@ -1,0 +1,52 @@
+// A `batchserve serve` child for the benchmarks: one model on free ports, on CPU 0 when the
+// benchmark pins, and a bench target on it that can reconfigure it live (management API).
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
+const { parseStartupUrls } = await import('../dist/src/server/startup-block.js');
+const { RemoteTarget } = await import('../dist/src/bench/targets.js');
+
+/**
+ * Starts `serve --models name=archive` (Node started with `nodeFlags`, `env` added to this
+ * process's) and resolves once it listens, with its URLs, its bench target and `stop()`
+ * (SIGTERM, then the exit).
+ */
+export async function serveChild({ name, archive, dir, pinned, nodeFlags = [], env = {} }) {
+  const keyFile = join(dir, `${name}.key`);
+  const args = [
+    ...nodeFlags,
+    bin,
+    'serve',
+    ...['--models', `${name}=${archive}`, '--key-file', keyFile, '--log-level', 'error'],
+    ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'],
+  ];
+  const [command, commandArgs] = pinned
+    ? ['taskset', ['-c', '0', process.execPath, ...args]]
+    : [process.execPath, args];
+  const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
+  const urls = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const parsed = parseStartupUrls(out);
+      if (parsed) resolve(parsed);
+    });
+    child.once('exit', (code) => reject(new Error(`serve exited ${code} before listening`)));
+  });
+  const management = { url: urls.management, token: (await readFile(keyFile, 'utf8')).trim() };
+  const target = new RemoteTarget(urls.inference, name, management);
+  return {
+    urls,
+    management,
+    target,
+    async stop() {
+      await target.close();
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
