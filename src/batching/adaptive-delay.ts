@@ -22,6 +22,8 @@ export interface WaitQuestion {
   /** Latency budget: the oldest request's expected completion may not pass it, ms. */
   readonly maxLatencyMs: number;
   readonly fit: CostFit;
+  /** How much longer than the line recent batches held their instance (pace.ts): the budget check's batch costs that much. */
+  readonly pace: number;
 }
 
 /**
@@ -56,8 +58,8 @@ export interface WaitQuestion {
  * With c = 4.8 ms, m = 0.55 ms and rows 1 ms apart, it waits with 3 queued (1 < 4.8/3 = 1.6) and
  * goes with 5 (1 > 0.96); 12 rows of a closed loop due back in 2 ms are worth the wait (2 < 4.8).
  * It never waits when the batch is full or another instance is free (newcomers would not
- * queue), and never when the oldest request, waiting Δ more and then running a batch of q + k,
- * would end after `maxLatencyMs`. Every arrival and the end of each wait asks again.
+ * queue), and never when the oldest request, waiting Δ more and then running a batch of q + k
+ * (at the line's cost times the pace), would end after `maxLatencyMs`. Every arrival and the end of each wait asks again.
  *
  * Returns the ms to wait, or 0 to dispatch now. Untrusted fits dispatch now (delay 0).
  */
@@ -65,7 +67,8 @@ export function adaptiveWaitMs(question: WaitQuestion): number {
   const { queuedRows: q, maxBatchSize, fit, oldestWaitMs, maxLatencyMs } = question;
   if (!fit.trusted || q >= maxBatchSize || question.freeInstances > 1) return 0;
   const { c, m } = fit;
-  const inBudget = (k: number, waitMs: number): boolean => oldestWaitMs + waitMs + c + m * (q + k) <= maxLatencyMs;
+  const inBudget = (k: number, waitMs: number): boolean =>
+    oldestWaitMs + waitMs + question.pace * (c + m * (q + k)) <= maxLatencyMs;
   const returning = Math.min(question.returningRows, maxBatchSize - q);
   const returningInMs = question.returningInMs;
   if (returning > 0 && question.idleShare * returningInMs < c && inBudget(returning, returningInMs)) {

@@ -12,7 +12,7 @@ import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
 import { OnlineCostFit, type CostFit } from './cost-fit.js';
-import { CompletionOverrun } from './completion-overrun.js';
+import { AdmissionLimit, TARGET_SHARE } from './admission-limit.js';
 import { batchMsOn, expectedCompletion, predictsCost } from './expected-completion.js';
 import { processCoreShare, type CoreShare } from './core-share.js';
 import { Pace } from './pace.js';
@@ -25,7 +25,7 @@ export interface BatchingPolicy {
   readonly maxQueueDelayUs: number;
   /**
    * `max_queue_delay: auto`: the wait follows the learnt cost and arrival rate (adaptive-delay.ts),
-   * and a request whose expected completion would pass `maxLatencyUs` is refused on arrival.
+   * and a request that would be answered past `maxLatencyUs` is refused on arrival (`#admit`).
    */
   readonly adaptive?: { readonly maxLatencyUs: number };
   readonly preferredBatchSizes: readonly number[];
@@ -86,7 +86,10 @@ interface ShapeLearning {
   readonly returning: ReturningRows;
   /** The wait last chosen for this shape, ms. */
   waitMs: number;
-  /** How much slower or faster than the line recent batches ran: the budget check needs the cost now. */
+  /**
+   * How much longer than the line recent batches held their instance, dispatch to answer (the
+   * line is fit on compute time alone): the budget check needs what a batch costs the queue now.
+   */
   readonly pace: Pace;
   /** The line last told to the observer: it hears of a refit, not of every batch. */
   reported: CostFit | undefined;
@@ -94,12 +97,6 @@ interface ShapeLearning {
 
 /** Shapes whose learning is kept; the least recently used goes past it. */
 const LEARNED_SHAPES = 64;
-/**
- * The overrun margin is capped at this share of `max_latency`: a long pause (a major GC, a
- * stalled host) inflates the margin for the next 1,024 requests, and uncapped it could leave
- * room for nothing but requests that run at once.
- */
-const MAX_MARGIN_SHARE = 0.5;
 
 interface Pending {
   readonly request: HandlerRequest;
@@ -108,8 +105,10 @@ interface Pending {
   readonly enqueuedAt: number;
   /** Its priority level, 1 first. */
   readonly level: number;
-  /** When the admission check expected it to finish (the batcher's clock, ms); NaN without a prediction. */
-  readonly expectedAt: number;
+  /** When it was let in, its reservation's time if it had one (the batcher's clock, ms); NaN unless adaptive. */
+  readonly admittedAt: number;
+  /** Rows ahead of it then (adaptive): what the admission limit learns latency against. */
+  readonly ahead: number;
   state: 'queued' | 'running' | 'done';
   timer: unknown;
   detach: (() => void) | undefined;
@@ -165,8 +164,16 @@ export class Batcher {
   readonly #expectedFreeAt = new Map<BatchRunner, number>();
   /** The shape that last ran: whose line judges a request still reading its body. */
   #lastLearning: ShapeLearning | undefined;
-  /** How late admitted requests finish against their prediction: the budget's margin. */
-  readonly #overrun = new CompletionOverrun();
+  /** Adaptive: the rows a request may have ahead of it, learnt from how long admitted ones took. */
+  #limit: AdmissionLimit | undefined;
+  /** The max_latency (µs) the limit was learnt for. */
+  #limitForUs = Number.NaN;
+  /**
+   * What a queued row costs the queue now, ms: recent batches' dispatch-to-answer time a row,
+   * over the instances (an average over about 8 batches). Measured, not predicted: the limit
+   * needs it where the line is wrong.
+   */
+  #rowMs = Number.NaN;
   #wakeTimer: unknown;
   #wakeAt = Infinity;
   #drainWaiters: (() => void)[] = [];
@@ -192,6 +199,7 @@ export class Batcher {
     this.#clock = clock;
     this.#core = core;
     this.#policy = policy;
+    this.#keepLimitFor(policy);
     this.#runners = [...runners];
     this.#idle = [...runners];
     this.#queuedRowsAtLevel = new Int32Array(policy.priorityLevels);
@@ -214,10 +222,9 @@ export class Batcher {
     return this.#policy;
   }
 
-  /** `max_queue_delay: auto`: what the latency budget keeps for recent overruns, ms (completion-overrun.ts). */
-  get admissionMarginMs(): number {
-    const { adaptive } = this.#policy;
-    return adaptive ? this.#marginMs(adaptive.maxLatencyUs) : 0;
+  /** `max_queue_delay: auto`: the most rows a request may have ahead of it (admission-limit.ts); Infinity while unlimited. */
+  get admissionLimitRows(): number {
+    return this.#limit?.rows ?? Infinity;
   }
 
   /**
@@ -229,8 +236,8 @@ export class Batcher {
     if (this.#queuedRows + this.#reservedRows + 1 > this.#policy.maxQueueSize) {
       throw new QueueFullError('Exceeds maximum queue size');
     }
-    const admitted = this.#admit(this.#lastLearning, 1, 0);
-    if (typeof admitted !== 'number') throw admitted;
+    const refusal = this.#admit(this.#lastLearning, 1, 0);
+    if (refusal instanceof LatencyBudgetError) throw refusal;
     this.#reservedRows += 1;
     let held = true;
     return {
@@ -258,13 +265,13 @@ export class Batcher {
     }
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
     const level = Math.min(Math.max(1, options.priority ?? policy.priorityLevels), policy.priorityLevels);
-    const expectedMs = this.#admit(
+    const ahead = this.#admit(
       this.#learned.get(options.shapeKey) ?? this.#lastLearning,
       options.rows,
       options.reservation ? this.#clock.now() - options.reservation.heldSince : 0,
       level,
     );
-    if (typeof expectedMs !== 'number') return Promise.reject(expectedMs);
+    if (ahead instanceof LatencyBudgetError) return Promise.reject(ahead);
     return new Promise<SubmitResult>((resolve, reject) => {
       const group = this.#groupFor(options.shapeKey);
       const now = this.#clock.now();
@@ -278,7 +285,8 @@ export class Batcher {
         group,
         enqueuedAt: now,
         level,
-        expectedAt: now + expectedMs,
+        admittedAt: policy.adaptive ? (options.reservation?.heldSince ?? now) : NaN,
+        ahead,
         state: 'queued',
         timer: undefined,
         detach: undefined,
@@ -311,6 +319,7 @@ export class Batcher {
     if (policy.priorityLevels !== this.#policy.priorityLevels) {
       throw new Error('priority levels cannot change on a live batcher');
     }
+    this.#keepLimitFor(policy);
     this.#policy = policy;
     this.#schedule();
   }
@@ -405,18 +414,18 @@ export class Batcher {
   }
 
   /**
-   * `max_queue_delay: auto` keeps its budget under load too: a request whose expected
-   * completion — the rows queued and reserved ahead of it, then its own, in batches on the
-   * instances as they free (expected-completion.ts), plus the margin recent requests overran
-   * their own predictions by (completion-overrun.ts) — passes `max_latency` is refused now,
-   * where it would otherwise queue past the budget. Nothing is refused until the line can
-   * predict a batch's cost, nor a request that would run at once. The line is scaled by how
-   * much slower or faster than it recent batches ran (`ShapeLearning.pace`), and the budget
-   * counts from the request's reservation when it had one (`spentMs`: its body's read and
-   * decode). A request queues behind the rows of its own priority level and those before it
-   * (`level`; a reservation, whose priority is not read yet, behind all of them), and behind
-   * every reservation. Returns the latest it is expected to finish, ms from now (NaN with
-   * nothing to predict it by; the overrun margin is learnt against it), or the refusal.
+   * `max_queue_delay: auto` keeps its budget under load too, by refusing now a request that
+   * would otherwise queue past it. Two checks: what the line predicts — the rows queued and
+   * reserved ahead of it, then its own, in batches on the instances as they free, at the learnt
+   * T(B) scaled by how long recent batches held their instance against it
+   * (expected-completion.ts, `ShapeLearning.pace`), counted from the request's reservation when
+   * it had one (`spentMs`: its body's read and decode) — must end within `max_latency`; and the
+   * rows ahead, running ones too, must be within the admission limit learnt from how long
+   * admitted requests took (admission-limit.ts), for what the line cannot see. A request that
+   * would run at once is never refused, nor one the line cannot predict before the limit has
+   * learnt anything. A request queues behind the rows of its own priority level and those before
+   * it (`level`; a reservation, whose priority is not read yet, behind all of them), and behind
+   * every reservation. Returns the rows ahead of it, or the refusal.
    */
   #admit(
     learning: ShapeLearning | undefined,
@@ -425,36 +434,53 @@ export class Batcher {
     level = this.#policy.priorityLevels,
   ): number | LatencyBudgetError {
     const { adaptive, maxBatchSize } = this.#policy;
-    if (adaptive === undefined || learning === undefined || this.#flushing) return NaN;
-    const line = learning.fit.current();
-    if (!predictsCost(line)) return NaN;
-    const now = this.#clock.now();
-    const budgetMs = adaptive.maxLatencyUs / 1000 - spentMs;
-    const marginMs = this.#marginMs(adaptive.maxLatencyUs);
-    const freeInMs = this.#runners.map((runner) => Math.max(0, (this.#expectedFreeAt.get(runner) ?? now) - now));
+    const limit = this.#limit;
+    if (adaptive === undefined || limit === undefined || this.#flushing) return 0;
     let queuedAhead = this.#reservedRows;
     for (let index = 0; index < level; index++) queuedAhead += this.#queuedRowsAtLevel[index] as number;
-    const rowsThrough = queuedAhead + rows;
-    const limitMs = budgetMs - marginMs;
-    const { endMs, latestEndMs } = expectedCompletion({
-      rowsThrough,
+    const ahead = queuedAhead + this.#runningRows;
+    // One that would run at once is as early as it can be: refusing it would help nobody.
+    if (queuedAhead === 0 && this.#idle.length > 0) return ahead;
+    const budgetMs = plannedMs(adaptive) - spentMs;
+    if (!limit.admits(ahead, rows)) {
+      return this.#refusal(
+        `${ahead} rows ahead, more than the ${limit.rows} recent answers allow within max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
+        queuedAhead,
+      );
+    }
+    const line = learning?.fit.current();
+    if (learning === undefined || line === undefined || !predictsCost(line)) return ahead;
+    const now = this.#clock.now();
+    const endMs = expectedCompletion({
+      rowsThrough: queuedAhead + rows,
       maxBatchSize,
-      freeInMs,
+      freeInMs: this.#runners.map((runner) => Math.max(0, (this.#expectedFreeAt.get(runner) ?? now) - now)),
       fit: line,
       pace: learning.pace.value,
-      limitMs,
+      limitMs: budgetMs,
     });
-    // One that would run at once is as early as it can be: refusing it would help nobody.
-    if (endMs <= limitMs || (queuedAhead === 0 && this.#idle.length > 0)) return latestEndMs;
-    const margin = marginMs >= 0.5 ? ` with ${Math.round(marginMs)} ms kept for recent overruns` : '';
-    return new LatencyBudgetError(
-      `expected to finish in ${Math.round(spentMs + endMs + marginMs)} ms${margin}, past max_latency ${Math.round(adaptive.maxLatencyUs / 1000)} ms ` +
-        `(${queuedAhead} rows queued ahead on ${this.#runners.length} instance${this.#runners.length === 1 ? '' : 's'}); try again shortly`,
+    if (endMs <= budgetMs) return ahead;
+    return this.#refusal(
+      `expected to finish in ${ms(spentMs + endMs)} ms, past the ${ms(plannedMs(adaptive))} ms planned of max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
+      queuedAhead,
     );
   }
 
-  #marginMs(maxLatencyUs: number): number {
-    return Math.min(this.#overrun.marginMs, (MAX_MARGIN_SHARE * maxLatencyUs) / 1000);
+  #refusal(why: string, queuedAhead: number): LatencyBudgetError {
+    const instances = this.#runners.length;
+    return new LatencyBudgetError(
+      `${why} (${queuedAhead} rows queued ahead on ${instances} instance${instances === 1 ? '' : 's'}); try again shortly`,
+    );
+  }
+
+  /**
+   * A limit for the policy's max_latency, new when that changes; it outlives switches to a fixed
+   * delay and back (bench's sweeps make them), as the cost line does.
+   */
+  #keepLimitFor(policy: BatchingPolicy): void {
+    if (policy.adaptive === undefined || policy.adaptive.maxLatencyUs === this.#limitForUs) return;
+    this.#limit = new AdmissionLimit(plannedMs(policy.adaptive));
+    this.#limitForUs = policy.adaptive.maxLatencyUs;
   }
 
   #dropQueued(pending: Pending, reason: Error): void {
@@ -532,8 +558,9 @@ export class Batcher {
       returningRows: learning.returning.owedRows(now),
       returningInMs: learning.returning.dueInMs(now),
       idleShare: this.#core.idleShare(),
-      maxLatencyMs: adaptive.maxLatencyUs / 1000,
+      maxLatencyMs: plannedMs(adaptive),
       fit: learning.fit.current(),
+      pace: learning.pace.value,
     });
     return learning.waitMs > 0 ? 0 : maxBatchSize;
   }
@@ -601,11 +628,10 @@ export class Batcher {
     const rows = batch.reduce((total, pending) => total + pending.rows, 0);
     try {
       const { responses, timings } = await runner.run(batch.map((pending) => pending.request));
-      this.#learnCost(
-        (batch[0] as Pending).group.learning,
-        rows,
-        batchCostMs(timings, this.#clock.now() - dispatchedAt),
-      );
+      const roundTripMs = this.#clock.now() - dispatchedAt;
+      this.#learnCost((batch[0] as Pending).group.learning, rows, batchCostMs(timings, roundTripMs), roundTripMs);
+      const rowMs = roundTripMs / rows / this.#runners.length;
+      this.#rowMs = Number.isNaN(this.#rowMs) ? rowMs : this.#rowMs + (rowMs - this.#rowMs) / 8;
       this.#observer.batchExecuted?.(rows, timings, runner.id);
       batch.forEach((pending, index) =>
         this.#finish(
@@ -638,11 +664,15 @@ export class Batcher {
     }
   }
 
-  /** Feeds the shape's cost line with a batch's cost and owes its rows back (a closed loop's clients return with them). */
-  #learnCost(learning: ShapeLearning, rows: number, ms: number): void {
+  /**
+   * Feeds the shape's cost line with a batch's cost, its pace with how long the batch held its
+   * instance (`roundTripMs`, dispatch to answer), and owes its rows back (a closed loop's
+   * clients return with them).
+   */
+  #learnCost(learning: ShapeLearning, rows: number, ms: number, roundTripMs: number): void {
     if (this.#policy.adaptive === undefined) return;
     const line = learning.fit.current();
-    if (predictsCost(line)) learning.pace.observe(ms, batchMsOn(line, rows));
+    if (predictsCost(line)) learning.pace.observe(roundTripMs, batchMsOn(line, rows));
     learning.fit.add(rows, ms);
     learning.returning.answered(this.#clock.now(), rows);
     const fit = learning.fit.current();
@@ -654,7 +684,9 @@ export class Batcher {
   /** A runner answers one request of a batch with an Error (a pipeline step failed it): that request fails alone. */
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
-    if (!Number.isNaN(pending.expectedAt)) this.#overrun.observe(this.#clock.now() - pending.expectedAt);
+    if (!Number.isNaN(pending.admittedAt)) {
+      this.#limit?.answered(this.#clock.now() - pending.admittedAt, pending.ahead, this.#rowMs);
+    }
     if (result.response instanceof Error) {
       pending.reject(result.response);
       return;
@@ -706,4 +738,18 @@ export function batchCostMs(timings: BatchTimings, roundTripMs: number): number 
 function effectiveTimeout(defaultUs: number, requestedUs: number | undefined): number {
   if (requestedUs === undefined || requestedUs <= 0) return defaultUs;
   return defaultUs > 0 ? Math.min(defaultUs, requestedUs) : requestedUs;
+}
+
+/** Milliseconds for a message: two significant figures below 100 (0.8, 8.5, 21), whole ones above. */
+function ms(value: number): number {
+  return value < 100 ? Number(value.toPrecision(2)) : Math.round(value);
+}
+
+/**
+ * The part of `max_latency` auto plans its requests to be answered in, ms (to the µs): waits,
+ * predictions and the admission limit all aim for it, and keep the rest for what follows the
+ * batcher's answer and precedes the server's reading the request (admission-limit.ts).
+ */
+function plannedMs(adaptive: { readonly maxLatencyUs: number }): number {
+  return Math.round(TARGET_SHARE * adaptive.maxLatencyUs) / 1000;
 }

@@ -30,47 +30,31 @@ export function batchMsOn(fit: CostFit, rows: number): number {
   return Math.max(0, fit.c + fit.m * rows);
 }
 
-/** When a request admitted now is expected to be answered, ms from now. */
-export interface CompletionForecast {
-  /** Its batch holding the rows ahead of it and its own: what admission decides on. */
-  readonly endMs: number;
-  /**
-   * Its batch filled up to the largest while it waits for an instance (whoever comes meanwhile
-   * joins it, as a closed loop's clients do together): the latest it should end. Overruns are
-   * measured against this (completion-overrun.ts), so the margin learns what the line cannot
-   * see — a stall, a slow batch — and not how full a batch got.
-   */
-  readonly latestEndMs: number;
-}
-
 /**
- * When a request admitted now would be answered, if the queue ahead of it runs in order, full
- * batches first, each on whichever instance frees first, at T(B) = c + m·B. Deciding on the
- * rows ahead (`endMs`) refuses only what the queue itself puts past the budget: a batch that
- * fills up behind the request ends at most one fuller batch later, which a budget of two full
- * batches or more (the load warns below it) leaves room for. Stops (above `limitMs`) once
- * that point is passed. The queue is taken as one line: other shapes and priority levels share
- * its instances, so their rows count too.
+ * When a request admitted now would be answered, ms from now, if the queue ahead of it runs in
+ * order, full batches first, each on whichever instance frees first, at T(B) = c + m·B scaled
+ * by the pace. Deciding on the rows ahead refuses only what the queue itself puts past the
+ * budget: a batch that fills up behind the request ends at most one fuller batch later, which
+ * a budget of two full batches or more (the load warns below it) leaves room for. Stops
+ * (above `limitMs`) once that point is passed. The queue is taken as one line: other shapes and
+ * priority levels share its instances, so their rows count too.
  */
-export function expectedCompletion(question: CompletionQuestion): CompletionForecast {
+export function expectedCompletion(question: CompletionQuestion): number {
   const { fit, pace, limitMs, freeInMs: freeIn } = question;
   const batch = Math.max(1, question.maxBatchSize);
-  if (freeIn.length === 0) return { endMs: Infinity, latestEndMs: Infinity };
-  const cost = (rows: number): number => pace * batchMsOn(fit, rows);
+  if (freeIn.length === 0) return Infinity;
   let rows = question.rowsThrough;
-  let startMs = 0;
   let endMs = 0;
   while (rows > 0) {
     let first = 0;
     for (let index = 1; index < freeIn.length; index++) {
       if ((freeIn[index] as number) < (freeIn[first] as number)) first = index;
     }
-    startMs = freeIn[first] as number;
     const size = Math.min(batch, rows);
-    endMs = startMs + cost(size);
+    endMs = (freeIn[first] as number) + pace * batchMsOn(fit, size);
     freeIn[first] = endMs;
     rows -= size;
-    if (endMs > limitMs) return { endMs, latestEndMs: endMs };
+    if (endMs > limitMs) return endMs;
   }
-  return { endMs, latestEndMs: startMs > 0 ? startMs + cost(batch) : endMs };
+  return endMs;
 }

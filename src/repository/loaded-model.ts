@@ -177,9 +177,9 @@ export class LoadedModel {
     return this.#liveFit;
   }
 
-  /** With `max_queue_delay: auto`: what the latency budget keeps for recent overruns, ms. */
-  get admissionMarginMs(): number {
-    return this.#batcher.admissionMarginMs;
+  /** `max_queue_delay: auto`: the most rows a request may have ahead of it, learnt from answered ones; Infinity while unlimited. */
+  get admissionLimitRows(): number {
+    return this.#batcher.admissionLimitRows;
   }
 
   get config(): CompleteModelConfig {

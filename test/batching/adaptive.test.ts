@@ -4,7 +4,7 @@ import { adaptiveWaitMs, type WaitQuestion } from '../../src/batching/adaptive-d
 import { ArrivalRate } from '../../src/batching/arrival-rate.js';
 import { batchCostMs } from '../../src/batching/batcher.js';
 import { OnlineCostFit, type CostFit } from '../../src/batching/cost-fit.js';
-import { CompletionOverrun } from '../../src/batching/completion-overrun.js';
+import { AdmissionLimit } from '../../src/batching/admission-limit.js';
 import { OWN_CORE, ProcessCoreShare } from '../../src/batching/core-share.js';
 import { expectedCompletion, predictsCost } from '../../src/batching/expected-completion.js';
 import { Pace } from '../../src/batching/pace.js';
@@ -25,6 +25,7 @@ const ask = (question: Partial<WaitQuestion>): number =>
     idleShare: 1,
     maxLatencyMs: 1_000,
     fit: TRUSTED,
+    pace: 1,
     ...question,
   });
 
@@ -72,6 +73,11 @@ test('the wait rule: rows owed back while s·Δ < c, the stream while gap < c/q;
     '1 waited + 1 gap + 5 + 0.5·2 = 8 ms would pass a 7.9 ms budget',
   );
   assert.equal(ask({ maxLatencyMs: 8, oldestWaitMs: 1 }), 1, 'exactly on budget is inside it');
+  assert.equal(
+    ask({ maxLatencyMs: 12, oldestWaitMs: 1, pace: 2 }),
+    0,
+    'batches running twice the line: 1 + 1 + 2·6 = 14 ms would pass 12',
+  );
   assert.equal(
     ask({ returningRows: 7, returningInMs: 1, maxLatencyMs: 9, gapMs: 10 }),
     0,
@@ -187,6 +193,9 @@ class CostRunner extends GatedRunner {
   }
 }
 
+/** A max_latency of which auto plans for 20 ms (80 %): the budget the tests below reason in. */
+const PLANS_20_MS = 25_000;
+
 /** A batcher whose cost line is seeded as at load with T(B) = 5 + 0.5·B, and a gated instance. */
 function seeded(policy: { maxLatencyUs?: number; priorityLevels?: number } = {}) {
   const runner = new CostRunner('i0');
@@ -248,8 +257,9 @@ test('adaptive batching waits for partners when rows come fast enough, and stops
 test('adaptive batching never waits past max_latency, and a wait for partners that do not come ends', async () => {
   for (const [budgetUs, waits] of [
     [1_000_000, true],
-    // The oldest has waited 3 ms when the instance frees; 3 + 2 (gap) + 5 + 0.5·3 = 11.5 ms > 10.
-    [10_000, false],
+    // The oldest has waited 3 ms when the instance frees; 3 + 2 (gap) + 5 + 0.5·3 = 11.5 ms > 9.6,
+    // the 80 % of 12 ms that auto plans for.
+    [12_000, false],
   ] as const) {
     const { fake, submit, runner } = seeded({ maxLatencyUs: budgetUs });
     const blocker = submit(0);
@@ -331,8 +341,8 @@ test('adaptive batching behaves as delay 0 until its fit is trusted', async () =
 });
 
 test('adaptive batching refuses a request whose expected completion passes max_latency, at its headers and on submit', async () => {
-  // T(B) = 5 + 0.5·B, batches of 8, one instance, a 20 ms budget.
-  const { fake, submit, batcher, runner, run } = seeded({ maxLatencyUs: 20_000 });
+  // T(B) = 5 + 0.5·B, batches of 8, one instance, 20 ms planned.
+  const { fake, submit, batcher, runner, run } = seeded({ maxLatencyUs: PLANS_20_MS });
   const first = submit(0);
   await settle();
   assert.deepEqual(runner.batches, [[0]], 'an idle instance: the first goes at once, expected free in 5.5 ms');
@@ -344,13 +354,13 @@ test('adaptive batching refuses a request whose expected completion passes max_l
     assert.equal(error.code, 'BS_ERR_LATENCY_BUDGET');
     assert.match(
       error.message,
-      /expected to finish in 21 ms, past max_latency 20 ms \(9 rows queued ahead on 1 instance\)/,
+      /expected to finish in 21 ms, past the 20 ms planned of max_latency 25 ms \(9 rows queued ahead on 1 instance\)/,
     );
     return true;
   });
   assert.throws(
     () => batcher.reserve(),
-    /past max_latency/,
+    /planned of max_latency/,
     'a request still reading its body is refused at its headers',
   );
   assert.equal(batcher.rowsQueued, 9, 'the refused requests took nothing from the queue');
@@ -370,14 +380,17 @@ test('adaptive batching refuses a request whose expected completion passes max_l
 });
 
 test('a request queues behind its own priority level and those before it: the budget refuses low priority first', async () => {
-  // T(B) = 5 + 0.5·B, batches of 8, a 20 ms budget, two levels.
-  const { submit, batcher, runner, run } = seeded({ maxLatencyUs: 20_000, priorityLevels: 2 });
+  // T(B) = 5 + 0.5·B, batches of 8, 20 ms planned, two levels.
+  const { submit, batcher, runner, run } = seeded({ maxLatencyUs: PLANS_20_MS, priorityLevels: 2 });
   const first = submit(0);
   await settle();
   const low = Array.from({ length: 9 }, (_, index) => submit(index + 1, { priority: 2 }));
   await settle();
   assert.equal(batcher.rowsQueued, 9, 'the ninth low one ends at 5.5 + 9 + 5.5 = 20 ms');
-  await assert.rejects(submit(10, { priority: 2 }), /past max_latency 20 ms \(9 rows queued ahead/);
+  await assert.rejects(
+    submit(10, { priority: 2 }),
+    /past the 20 ms planned of max_latency 25 ms \(9 rows queued ahead/,
+  );
   // A high one goes before all nine: 5.5 + T(1) = 11 ms.
   const high = submit(11, { priority: 1 });
   await settle();
@@ -404,34 +417,22 @@ test('adaptive batching refuses nothing for its budget while its line cannot pre
   assert.equal((await Promise.all(answers)).length, 20);
 });
 
-test('expectedCompletion: the queue ahead in full batches on the instance that frees first; at the latest, its own batch full', () => {
+test('expectedCompletion: the queue ahead in full batches on the instance that frees first', () => {
   const fit: CostFit = { c: 5, m: 0.5, r2: 1, sizes: 3, trusted: true, reason: undefined };
-  const ask = (rowsThrough: number, freeInMs: number[], maxBatchSize = 8): [number, number] => {
-    const { endMs, latestEndMs } = expectedCompletion({
-      rowsThrough,
-      maxBatchSize,
-      freeInMs,
-      fit,
-      pace: 1,
-      limitMs: Infinity,
-    });
-    return [endMs, latestEndMs];
-  };
-  assert.deepEqual(ask(1, [0]), [5.5, 5.5], 'an idle instance: its own batch, which starts now: nobody joins it');
-  assert.deepEqual(
-    ask(10, [3]),
-    [3 + 9 + 6, 3 + 9 + 9],
-    'after the running batch, a full batch, then its own of 2 (at the latest, of 8: who comes meanwhile joins it)',
-  );
-  assert.deepEqual(
+  const ask = (rowsThrough: number, freeInMs: number[], maxBatchSize = 8, pace = 1): number =>
+    expectedCompletion({ rowsThrough, maxBatchSize, freeInMs, fit, pace, limitMs: Infinity });
+  assert.equal(ask(1, [0]), 5.5, 'an idle instance: its own batch, which starts now');
+  assert.equal(ask(10, [3]), 3 + 9 + 6, 'after the running batch, a full batch, then its own of 2');
+  assert.equal(
     ask(10, [3, 1]),
-    [3 + 6, 3 + 9],
+    3 + 6,
     'two instances: the 8 go on the one free in 1 ms, its own 2 on the other at 3 ms',
   );
-  assert.deepEqual(ask(3, [0], 0), [5.5 * 3, 5.5 * 3], 'a model that does not batch runs a request at a time');
-  assert.deepEqual(
+  assert.equal(ask(3, [0], 0), 5.5 * 3, 'a model that does not batch runs a request at a time');
+  assert.equal(ask(10, [0], 8, 2), 18 + 12, 'batches held their instance twice as long as the line: twice the cost');
+  assert.equal(
     expectedCompletion({ rowsThrough: 100, maxBatchSize: 8, freeInMs: [0], fit, pace: 1, limitMs: 20 }),
-    { endMs: 27, latestEndMs: 27 },
+    27,
     'stops once past the limit',
   );
   assert.equal(predictsCost(fit), true);
@@ -469,8 +470,8 @@ test('Pace: recent batches over the line, averaged over about 8, each clamped to
 });
 
 test('the budget counts from the reservation: a body that took long to arrive has less of it left', async () => {
-  // T(B) = 5 + 0.5·B, batches of 8, a 20 ms budget.
-  const { fake, submit, batcher, run } = seeded({ maxLatencyUs: 20_000 });
+  // T(B) = 5 + 0.5·B, batches of 8, 20 ms planned.
+  const { fake, submit, batcher, run } = seeded({ maxLatencyUs: PLANS_20_MS });
   const first = submit(0);
   await settle();
   const reservation = batcher.reserve();
@@ -488,83 +489,109 @@ test('the budget counts from the reservation: a body that took long to arrive ha
   const slow = batcher.reserve();
   fake.tick(14);
   // The running batch is overdue (taken as free now): a batch of 3, 6.5 ms, after 14 ms spent.
-  await assert.rejects(submit(3, { reservation: slow }), /expected to finish in 21 ms, past max_latency 20 ms/);
+  await assert.rejects(submit(3, { reservation: slow }), /expected to finish in 21 ms, past the 20 ms planned/);
   await run();
   await run();
   await Promise.all([first, admitted, late]);
 });
 
-test('CompletionOverrun: the p99 of the last 1,024 overruns, worked out every 64, never below 0', () => {
-  const overrun = new CompletionOverrun();
-  for (let index = 0; index < 63; index++) overrun.observe(10);
-  assert.equal(overrun.marginMs, 0, 'not worked out before 64 overruns');
-  overrun.observe(10);
-  assert.equal(overrun.marginMs, 10);
-  for (let index = 0; index < 1024; index++) overrun.observe(index < 1013 ? -2 : 40);
-  assert.equal(overrun.marginMs, 40, '11 of the last 1,024 at 40 ms: the p99 is 40');
-  for (let index = 0; index < 1024; index++) overrun.observe(index < 1014 ? -2 : 40);
-  assert.equal(overrun.marginMs, 0, '10 of 1,024 late is under 1 %; early ones count as no margin');
-  overrun.observe(Number.NaN);
-  assert.equal(overrun.marginMs, 0);
+test("AdmissionLimit: none until an answer is late; then the most rows ahead less the slowest's excess in rows, not for a stall; up by its room while it binds", () => {
+  const limit = new AdmissionLimit(85);
+  /** 32 answers: all with `ahead` rows ahead at 2 ms a row (unless told), the last one `slowestMs` late. */
+  const window = (slowestMs: number, ahead: number, rowMs = 2, othersMs = 50): void => {
+    for (let index = 0; index < 32; index++) limit.answered(index === 31 ? slowestMs : othersMs, ahead, rowMs);
+  };
+  window(80, 40);
+  assert.equal(limit.rows, Infinity, 'every answer within the target: no limit');
+  assert.ok(limit.admits(500, 8));
+  window(105, 40);
+  assert.equal(limit.rows, 30, '20 ms late at 2 ms a row: 10 rows fewer than the 40 ahead');
+  assert.equal(limit.admits(0, 50), true, 'nothing ahead: always');
+  assert.equal(limit.admits(25, 5), true, '30 rows with its own: within');
+  assert.equal(limit.admits(26, 5), false);
+  window(60, 20);
+  assert.equal(
+    limit.rows,
+    32,
+    'within the target after turning one away: 25 ms of room is 12 more rows than the 20 ahead',
+  );
+  window(60, 20);
+  assert.equal(limit.rows, 32, 'within the target, nobody turned away: kept');
+  window(285, 20);
+  assert.equal(limit.rows, 32, '200 ms late with 40 ms of queue ahead: a stall, no cut');
+  window(300, 0);
+  assert.equal(limit.rows, 32, 'late with nothing ahead: a stall');
+  window(100, 30, Number.NaN);
+  assert.equal(limit.rows, 25, 'no cost a row known: in proportion, 30 × 85/100');
+  window(500, 30, 1, 10);
+  assert.equal(limit.rows, 25, 'a stall again (415 ms late, 30 ms of queue)');
+  assert.equal(limit.admits(30, 5), false);
+  window(30, 25, 2, 10);
+  assert.equal(limit.rows, 50, '55 ms of room, 27 rows more than the 25 ahead: at most doubled at once');
+  limit.answered(Number.NaN, 5, 2);
+  assert.equal(limit.rows, 50);
 });
 
-test('the latency budget keeps a margin for how late recent requests finished against their prediction', async () => {
+test("the admission limit refuses what measured answers say would be late where the line's prediction would not", async () => {
+  // T(B) = 5 + 0.5·B as the instance reports it, but every batch holds it 8 ms a row (a
+  // machine far slower than the line, past what the pace follows: it counts a batch 4× the
+  // line at most).
+  const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 100_000 });
+  const slow = async (): Promise<void> => {
+    await settle();
+    fake.tick(8 * (runner.batches.at(-1) as number[]).length);
+    runner.release();
+    await settle();
+  };
+  // 40 at once: the first runs alone, the rest in batches of 8; the line predicts the last at
+  // 5.5 + 5·9 = 50 ms and lets them all in.
+  const burst = Array.from({ length: 40 }, (_, index) => submit(index));
+  await settle();
+  assert.equal(batcher.rowsQueued, 39);
+  assert.equal(batcher.admissionLimitRows, Infinity);
+  for (let batch = 0; batch < 6; batch++) await slow();
+  // The first 32 answers: the slowest, 8 + 4·64 = 264 ms after admission, was 184 ms past the
+  // 80 planned: 23 rows at 8 ms, fewer than the 31 the most had ahead: 8.
+  assert.equal(batcher.admissionLimitRows, 8);
+  await Promise.all(burst);
+  // Long enough that no row is owed back any more: the next one runs at once.
+  fake.tick(1_000);
+  const blocker = submit(100);
+  await settle();
+  // Behind the running row: in while the rows ahead and its own are at most 8, so 7 queue.
+  const queued = Array.from({ length: 7 }, (_, index) => submit(101 + index));
+  await settle();
+  assert.equal(batcher.rowsQueued, 7);
+  await assert.rejects(submit(108), /8 rows ahead, more than the 8 recent answers allow within max_latency 100 ms/);
+  for (let batch = 0; batch < 2; batch++) await slow();
+  await Promise.all([blocker, ...queued]);
+});
+
+test('the budget check costs a batch what recent batches held their instance, dispatch to answer, not their compute time alone', async () => {
   // T(B) = 5 + 0.5·B as the instance reports it, but every batch answers 6.5 ms after that (the
-  // main thread late to pick it up): the line and its pace stay put, the overrun is seen.
+  // main thread late to pick it up): the line stays put, the pace follows the round trip.
   // (The fake clock reads whole ms: 5.5 + 6.5 keeps every answer on one.)
-  const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 20_000 });
+  const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: PLANS_20_MS });
   const late = async (): Promise<void> => {
     await settle();
     fake.tick(5 + 0.5 * (runner.batches.at(-1) as number[]).length + 6.5);
     runner.release();
     await settle();
   };
-  // The first request of a shape has no line of its own yet to predict it by: 65 make 64 overruns.
-  for (let index = 0; index < 65; index++) {
+  for (let index = 0; index < 40; index++) {
     const answer = submit(index);
     await late();
     await answer;
   }
-  assert.equal(batcher.admissionMarginMs, 6.5, '64 requests, each 6.5 ms past its prediction');
   const first = submit(100);
   await settle();
-  // Queued behind the running batch, request k ends at 5.5 + 5 + 0.5·k: with 6.5 ms kept, 13.5 ms
-  // are left, so 6 fit (13.5 ms) and the 7th (14 ms) does not, where without the margin 9 did.
-  const queued = Array.from({ length: 6 }, (_, index) => submit(101 + index));
-  await settle();
-  assert.equal(batcher.rowsQueued, 6);
+  // Free in 12 ms (the pace, 12 ÷ 5.5), then its own batch, 12 ms more: past 20. On compute
+  // time alone it would be 5.5 + 5.5 = 11 ms.
   await assert.rejects(
-    submit(107),
-    /expected to finish in 21 ms with 7 ms kept for recent overruns, past max_latency 20 ms \(6 rows queued ahead/,
+    submit(101),
+    /expected to finish in 24 ms, past the 20 ms planned of max_latency 25 ms \(0 rows/,
   );
+  assert.equal(batcher.rowsQueued, 0);
   await late();
-  await late();
-  await Promise.all([first, ...queued]);
-});
-
-test('the overrun margin is capped at half of max_latency', async () => {
-  const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 20_000 });
-  for (let index = 0; index < 65; index++) {
-    const answer = submit(index);
-    await settle();
-    fake.tick(5.5 + 50);
-    runner.release();
-    await answer;
-  }
-  assert.equal(batcher.admissionMarginMs, 10, 'a 50 ms overrun keeps 10 ms of a 20 ms budget');
-  const first = submit(100);
-  await settle();
-  await assert.rejects(submit(101), /expected to finish in 21 ms with 10 ms kept/, '5.5 + 5.5 = 11 ms: past 20 − 10');
-  fake.tick(2);
-  // 2 ms on: free in 3.5 ms, then its own 5.5 ms: 9 ms fits in the 10 left (uncapped, nothing would).
-  const queued = submit(102);
-  await settle();
-  assert.equal(batcher.rowsQueued, 1);
-  fake.tick(3.5);
-  runner.release();
   await first;
-  await settle();
-  fake.tick(5.5);
-  runner.release();
-  await queued;
 });

@@ -1,0 +1,97 @@
+/** Answered requests the limit is judged on at a time. */
+const WINDOW = 32;
+/**
+ * The share of `max_latency` auto plans its requests to be answered in: the rest is for what
+ * follows the batcher's answer (encoding and writing it) and what precedes the server's
+ * reading the request, which the clients' own p99 holds and the batcher never sees.
+ */
+export const TARGET_SHARE = 0.8;
+/** A window within the target in which the limit turned requests away raises it at most this many times. */
+const MAX_GROWTH = 2;
+
+/**
+ * The feedback half of `max_queue_delay: auto`'s latency budget: a limit on the rows ahead of
+ * a request (queued, running, and held for requests still reading their bodies), learnt from
+ * how long admitted requests actually took, from admission to answer. The cost line predicts
+ * what the queue will cost (expected-completion.ts) and refuses what it can see will be late;
+ * what it cannot see — the main thread busy with other requests' HTTP work on the core an
+ * instance shares, a collection, a stalled machine — only the measured latency shows.
+ *
+ * Every 32 answered requests, the slowest, if it was past the target (TARGET_SHARE of
+ * max_latency), says how much the queue must shrink: each row ahead cost about `rowMs` (what
+ * recent batches took a row, dispatch to answer, over the instances), so the limit falls to
+ * the most rows any of the 32 had ahead less the slowest's excess in rows — unless even an
+ * empty queue would not have saved it (it was late by more than all its own rows ahead cost: a
+ * stall, which no limit on the queue helps, and cutting would only starve the instance). If
+ * none was late and the limit turned someone away meanwhile, it rises the same way, by the
+ * slowest's room under the target in rows (a row at least, at most doubling at once), so a
+ * limit cut in a bad moment comes back within a few windows. Without a per-row cost to go by,
+ * latency is taken to grow in proportion to the rows ahead. It never starts before an answer
+ * is late, and rises only while it binds, so a quiet spell does not leave it anywhere a burst
+ * would find it wrong.
+ */
+export class AdmissionLimit {
+  #rows = Infinity;
+  #answered = 0;
+  /** The window's slowest answer: its latency, its rows ahead, and what a row cost then. */
+  #slowestMs = 0;
+  #slowestAhead = 0;
+  #slowestRowMs = Number.NaN;
+  #mostAhead = 0;
+  #refused = false;
+
+  constructor(readonly targetMs: number) {}
+
+  /** The most rows a request may have ahead of it with its own; Infinity until an answer was late. */
+  get rows(): number {
+    return this.#rows;
+  }
+
+  /** Whether a request of `rows` with `ahead` rows in front of it may join; one with nothing ahead always may. */
+  admits(ahead: number, rows: number): boolean {
+    if (ahead === 0 || ahead + rows <= this.#rows) return true;
+    this.#refused = true;
+    return false;
+  }
+
+  /**
+   * A request admitted with `ahead` rows ahead of it was answered `latencyMs` after its
+   * admission; each row ahead cost about `rowMs` then (NaN: not known).
+   */
+  answered(latencyMs: number, ahead: number, rowMs: number): void {
+    if (!Number.isFinite(latencyMs)) return;
+    if (latencyMs > this.#slowestMs) {
+      this.#slowestMs = latencyMs;
+      this.#slowestAhead = ahead;
+      this.#slowestRowMs = rowMs;
+    }
+    this.#mostAhead = Math.max(this.#mostAhead, ahead);
+    if (++this.#answered < WINDOW) return;
+    const wanted = this.#wantedRows();
+    if (this.#slowestMs > this.targetMs) this.#rows = Math.min(this.#rows, Math.max(1, wanted));
+    else if (this.#refused) this.#rows = Math.max(this.#rows + 1, Math.min(wanted, this.#rows * MAX_GROWTH));
+    this.#answered = 0;
+    this.#slowestMs = 0;
+    this.#mostAhead = 0;
+    this.#refused = false;
+  }
+
+  /**
+   * After a window: the rows ahead that would have brought its slowest answer to the target —
+   * fewer by its excess in rows when it was late, more by its room in rows when it was not;
+   * Infinity for a late one that an empty queue would not have saved (a stall).
+   */
+  #wantedRows(): number {
+    const excessMs = this.#slowestMs - this.targetMs;
+    const rowMs = this.#slowestRowMs;
+    if (!(rowMs > 0)) {
+      // No cost a row to go by: latency taken to grow in proportion to the rows ahead.
+      return this.#slowestAhead > 0 || excessMs <= 0
+        ? Math.floor((Math.max(1, this.#mostAhead) * this.targetMs) / Math.max(this.#slowestMs, 1e-3))
+        : Infinity;
+    }
+    // Late by more than all its rows ahead cost: an empty queue would not have saved it.
+    if (excessMs > 0 && excessMs >= this.#slowestAhead * rowMs) return Infinity;
+    return Math.floor(this.#mostAhead - excessMs / rowMs);
+  }
+}
