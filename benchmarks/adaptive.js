@@ -13,8 +13,9 @@
 // sweep on one server. One load level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
 // (Poisson) at 80 % of the highest throughput a fixed delay reached at concurrency 64 in that
 // round (at 90 % the rate sat so close to some servers' capacity that their queues ran away).
-// Each level runs every configuration three times, interleaved (measureSlices), and every ratio
-// compares figures of the same round; the summary takes the median over rounds. Aims (AIMS):
+// Each level runs every configuration four times, interleaved A B B A (measureSlices), and every ratio
+// compares figures of the same round, against the fixed delay that did best in the other rounds
+// (summarize); the summary takes the median over rounds. Aims (AIMS):
 //   auto throughput ÷ the best fixed delay's, at every load level     ≥ 0.95
 //   auto p50 ÷ delay 0's p50, at concurrency 1                        ≤ 1.05
 //   auto p99, at every load level                                     ≤ max_latency
@@ -30,9 +31,11 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import onnxProto from 'onnx-proto';
+import { build, decodeFromCompressedBase64 } from 'hdr-histogram-js';
 import { parse, stringify } from 'yaml';
 import { adaptive as render } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
+import { serveChild } from './serve-child.js';
 
 const AIMS = { throughputRatio: 0.95, p50Ratio: 1.05 };
 const STATIC_DELAYS_US = [0, 1000, 2000, 5000, 10_000];
@@ -50,22 +53,21 @@ const settings = {
   rateShare: RATE_SHARE,
   maxLatencyMs: MAX_LATENCY_MS,
   /** Each level runs every configuration this many times in a round, interleaved. */
-  slices: flags.quick ? 1 : 3,
-  warmupMs: 200,
-  windowMs: flags.quick ? 250 : 300,
+  slices: flags.quick ? 2 : 4,
+  // Longer than Retry-After's second: a closed-loop client refused at the start is back before
+  // the windows, which then see the steady state, not each configuration's first second.
+  warmupMs: flags.quick ? 200 : 1200,
+  windowMs: flags.quick ? 250 : 500,
   windows: 2,
 };
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 const { demoPackArgs, DEMO_EXAMPLES } = await import('./demo-archive.js');
-const { parseStartupUrls } = await import('../dist/src/server/startup-block.js');
 const { runSweep } = await import('../dist/src/bench/sweep.js');
-const { RemoteTarget } = await import('../dist/src/bench/targets.js');
 const { measureInProcess } = await import('../dist/src/bench/in-process.js');
 const { fitBatchCost } = await import('../dist/src/bench/fit.js');
 const { simulate } = await import('./simulated-batcher.js');
 
-const onCpu0 = (args) => (settings.pinned ? ['taskset', ['-c', '0', ...args]] : [args[0], args.slice(1)]);
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = sorted.length >> 1;
@@ -175,43 +177,16 @@ async function packModels(dir) {
 
 /** A fresh `serve` child on CPU 0, from the archive that says auto, and a bench target on it that reconfigures it live. */
 async function serve(model, dir) {
-  const keyFile = join(dir, `${model.name}.key`);
-  const [command, args] = onCpu0([
-    process.execPath,
-    bin,
-    'serve',
-    '--models',
-    `${model.name}=${model.autoArchive}`,
-    ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'],
-    ...['--key-file', keyFile, '--log-level', 'error'],
-  ]);
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  const urls = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const parsed = parseStartupUrls(out);
-      if (parsed) resolve(parsed);
-    });
-    child.once('exit', (code) => reject(new Error(`serve exited ${code} before listening`)));
-  });
-  const management = { url: urls.management, token: (await readFile(keyFile, 'utf8')).trim() };
-  const target = new RemoteTarget(urls.inference, model.name, management);
+  const server = await serveChild({ name: model.name, archive: model.autoArchive, dir, pinned: settings.pinned });
   return {
-    target,
+    ...server,
     /** The adaptive line the server learnt, as the management API describes it. */
     async learnt() {
-      const response = await fetch(`${management.url}/models/${model.name}`, {
-        headers: { authorization: `Bearer ${management.token}` },
+      const response = await fetch(`${server.management.url}/models/${model.name}`, {
+        headers: { authorization: `Bearer ${server.management.token}` },
       });
       const [described] = await response.json();
       return described.adaptiveBatching ?? null;
-    },
-    async stop() {
-      await target.close();
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
     },
   };
 }
@@ -246,6 +221,7 @@ async function measureLevel(server, model, delay, level, load = settings) {
       stabilityPct: 0,
       requestTimeoutMs: 60_000,
       workers: 1,
+      keepHistogram: true,
     },
   });
   const [point] = points;
@@ -257,6 +233,7 @@ async function measureLevel(server, model, delay, level, load = settings) {
     throughput: point.throughput,
     p50Ms: point.latency.p50,
     p99Ms: point.latency.p99,
+    latencyHistogram: point.latencyHistogram,
     // Little's law: the requests in flight on average. Below a closed loop's concurrency, the
     // rest of its clients were refused and are waiting out Retry-After.
     inFlight: (point.throughput * point.latency.mean) / 1000,
@@ -270,28 +247,46 @@ async function measureLevel(server, model, delay, level, load = settings) {
 }
 
 /**
- * One level in a round: every configuration `slices` times, interleaved, each slice in the
- * round's order turned by two places (so auto runs first, third and fifth, or last, fourth and
- * second): on this machine throughput drifts by a fifth within seconds, and a configuration
- * measured once, at one moment, takes whatever the machine did then. Per configuration the
- * median slice's throughput, p50 and batch stand for the level; p99 is the worst slice's.
+ * The p99 of every request a configuration answered at a level in a round, all its slices
+ * pooled: a slice's own p99 rests on its 4th-slowest of a few hundred, and the worst of four
+ * such is nearer a p99.7.
+ */
+function pooledP99Ms(measured) {
+  const pooled = build();
+  for (const { latencyHistogram } of measured) pooled.add(decodeFromCompressedBase64(latencyHistogram));
+  return Math.min(pooled.getValueAtPercentile(99), pooled.maxValue) / 1000;
+}
+
+/**
+ * One level in a round: every configuration `slices` times, interleaved, the slices in the
+ * round's order, then reversed, reversed again, then as at first (A B B A): on this machine
+ * throughput drifts by a fifth within seconds, and within a level it mostly climbs, so a
+ * configuration measured just after another gained on it (with the order turned by two places
+ * each slice, as before, auto sat just ahead of delay 0 in every slice of two rounds in three,
+ * and measured 0.91 of it at concurrency 1 in both). Over A B B A every configuration's slices
+ * sit, on average, at the same moment, so the mean of its slices' throughput and p50 stands
+ * for the level with a steady drift cancelled; batch sizes and requests in flight take the
+ * median, and p99 is that of all its slices' requests pooled (pooledP99Ms).
  */
 async function measureSlices(server, model, order, level) {
   const slices = new Map(order.map((delay) => [delay, []]));
   for (let slice = 0; slice < settings.slices; slice++) {
-    const turn = (2 * slice) % order.length;
-    for (const delay of [...order.slice(turn), ...order.slice(0, turn)]) {
+    const reversed = slice % 4 === 1 || slice % 4 === 2;
+    for (const delay of reversed ? [...order].reverse() : order) {
       slices.get(delay).push(await measureLevel(server, model, delay, level));
     }
   }
   return order.map((delay) => {
     const measured = slices.get(delay);
     const middle = (key) => median(measured.map((p) => p[key]));
+    const mean = (key) => measured.reduce((sum, p) => sum + p[key], 0) / measured.length;
+    // eslint-disable-next-line @typescript-eslint/no-unused-vars -- pooled below, not kept per slice
+    const { latencyHistogram, ...last } = measured.at(-1);
     return {
-      ...measured.at(-1),
-      throughput: middle('throughput'),
-      p50Ms: middle('p50Ms'),
-      p99Ms: Math.max(...measured.map((p) => p.p99Ms)),
+      ...last,
+      throughput: mean('throughput'),
+      p50Ms: mean('p50Ms'),
+      p99Ms: pooledP99Ms(measured),
       averageBatch: middle('averageBatch'),
       inFlight: middle('inFlight'),
       queueMs: middle('queueMs'),
@@ -329,20 +324,28 @@ async function measureRound(model, dir, round) {
 }
 
 /**
- * Per level: the best fixed delay is the one with the highest median throughput over the
- * rounds (the highest of one round would favour whichever delay got lucky), and each round's
- * auto throughput is divided by that delay's in the same round; the median of those is the
- * ratio. p50 is compared with delay 0's at concurrency 1, p99 with max_latency.
+ * Per level, each round's auto throughput is divided by that of the fixed delay with the
+ * highest median throughput over the *other* rounds, in the same round; the median of those is
+ * the ratio. Choosing the best delay on the very figures it is then compared on would favour
+ * whichever delay got lucky (where several form the same batches, the highest of five noisy
+ * medians sits above their common value by about the noise, and every ratio below it), so the
+ * choice and the comparison use different rounds. p50 is compared with delay 0's at
+ * concurrency 1, p99 with max_latency.
  */
 function summarize(model, rounds, inProcess, simulated) {
   const point = (round, level, delay) => round.points.find((p) => p.level === level && p.delay === delay);
   const levels = [...new Set(rounds[0].points.map((p) => p.level))];
   const perLevel = levels.map((level) => {
     const served = STATIC_DELAYS_US.filter((delay) => rounds.every((round) => point(round, level, delay).errors === 0));
-    const typical = (delay) => median(rounds.map((round) => point(round, level, delay).throughput));
-    const best = served.reduce((top, delay) => (typical(delay) > typical(top) ? delay : top));
+    const bestOf = (chosenFrom) => {
+      const typical = (delay) => median(chosenFrom.map((round) => point(round, level, delay).throughput));
+      return served.reduce((top, delay) => (typical(delay) > typical(top) ? delay : top));
+    };
+    const best = bestOf(rounds);
+    const others = (index) => (rounds.length > 1 ? rounds.filter((_, other) => other !== index) : rounds);
+    const bestElsewhere = rounds.map((_, index) => bestOf(others(index)));
     const throughputRatios = rounds.map(
-      (round) => point(round, level, 'auto').throughput / point(round, level, best).throughput,
+      (round, index) => point(round, level, 'auto').throughput / point(round, level, bestElsewhere[index]).throughput,
     );
     const autoP99Ms = Math.max(...rounds.map((round) => point(round, level, 'auto').p99Ms));
     const autoRefused = median(rounds.map((round) => point(round, level, 'auto').refusedShare));
@@ -351,6 +354,7 @@ function summarize(model, rounds, inProcess, simulated) {
     return {
       level,
       bestStaticDelayUs: best,
+      bestElsewhereUs: bestElsewhere,
       batches: { auto: batch('auto'), zero: batch(0), best: batch(best) },
       throughputRatio: median(throughputRatios),
       throughputRatios,

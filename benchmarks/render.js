@@ -229,6 +229,9 @@ const delayLabel = (delay) => {
   return delay % 1000 === 0 ? `${delay / 1000}ms` : `${delay}us`;
 };
 
+/** The rows ahead auto's admission allowed after a level. */
+const admissionLimit = (line) => (line.admissionLimitRows === null ? 'none' : `${line.admissionLimitRows} rows ahead`);
+
 export const adaptive = {
   header(result) {
     const { settings } = result;
@@ -245,8 +248,8 @@ export const adaptive = {
         `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms per measurement; ` +
         `${settings.rounds} round${settings.rounds === 1 ? '' : 's'} on fresh servers (every level once at 0 and 10ms first, unmeasured), ` +
         `each level on every configuration ${settings.slices} time${settings.slices === 1 ? '' : 's'} interleaved ` +
-        '(the order turned by two each time; auto leads it in odd rounds and ends it in even ones), the median measurement per configuration; ' +
-        'ratios within a round, medians over rounds',
+        "(in the order, reversed, reversed, as at first; auto leads it in odd rounds and ends it in even ones), the mean of its slices per configuration (p99: of all its slices' requests pooled); " +
+        'ratios within a round, each against the fixed delay with the best median of the other rounds (chosen on other figures than it is compared on), medians over rounds',
     ].join('\n');
   },
   round(round, model) {
@@ -315,7 +318,7 @@ export const adaptive = {
           `  auto's line after ${level} (round ${lastRound.round}): ` +
           `c = ${fixed(line.fixedCostMs, 2)} ms, m = ${fixed(line.rowCostMs, 3)} ms, R² ${fixed(line.r2, 2)}, ` +
           `${line.batchSizesSeen} batch sizes, ${state}, last wait ${fixed(line.lastWaitMs, 2)} ms` +
-          `, budget margin ${fixed(line.admissionMarginMs, 1)} ms`
+          `, admission limit ${admissionLimit(line)}`
         );
       });
     return [
@@ -325,6 +328,7 @@ export const adaptive = {
         ({
           level,
           bestStaticDelayUs,
+          bestElsewhereUs,
           batches,
           throughputRatio,
           throughputRatios,
@@ -334,7 +338,7 @@ export const adaptive = {
           zeroP99Ms,
         }) =>
           `  ${level.padEnd(6)} auto ÷ best fixed delay (${delayLabel(bestStaticDelayUs)}) ${fixed(throughputRatio, 3)} ` +
-          `(rounds ${rounds(throughputRatios)}; ` +
+          `(rounds ${rounds(throughputRatios)} against ${bestElsewhereUs.map(delayLabel).join(', ')}, each the best of the other rounds; ` +
           `${verdict(`throughput ${level}`)}); batch auto ${fixed(batches.auto, 1)}, 0 ${fixed(batches.zero, 1)}, ` +
           `best ${fixed(batches.best, 1)}; auto p99 ${fixed(autoP99Ms, 1)} ms (${verdict(`p99 ${level}`)}; ` +
           `delay 0: ${fixed(zeroP99Ms, 1)} ms); auto refused ${fixed(100 * autoRefused, 1)} %, ` +

@@ -51,6 +51,8 @@ export interface LoadOptions {
   /** Worker threads to spread the client over (the load is split evenly); 1 = this thread. */
   readonly workers?: number;
   readonly onWindow?: (progress: WindowProgress) => void;
+  /** Also return the measured latencies' histogram (`LoadResult.latencyHistogram`), to pool with others. */
+  readonly keepHistogram?: boolean;
 }
 
 export interface WindowProgress {
@@ -78,6 +80,8 @@ export interface LoadResult {
   readonly windows: number;
   /** The windows `stable` was judged on, in order: every one but a last one cut short. */
   readonly fullWindows: readonly WindowFigures[];
+  /** With `keepHistogram`: the successful requests' latencies, µs, as HdrHistogram's compressed base64. */
+  readonly latencyHistogram?: string;
   /** Successful requests per second. */
   readonly throughput: number;
   readonly itemsPerSecond: number;
@@ -196,6 +200,7 @@ async function measure(engines: EngineHandle[], rowsPerRequest: number, options:
     fullWindows,
     throughput: successes / durationSeconds,
     itemsPerSecond: (successes * rowsPerRequest) / durationSeconds,
+    ...(options.keepHistogram ? { latencyHistogram: encodeIntoCompressedBase64(total) } : {}),
   };
 }
 

@@ -95,6 +95,11 @@ export interface PointResult {
   readonly versions?: Readonly<Record<string, number>>;
   /** Each GPU's use during the measured windows; absent for a remote target or a machine without an NVIDIA GPU. */
   readonly gpus?: readonly GpuUse[];
+  /**
+   * With the load's `keepHistogram` (benchmarks that pool several runs; the CLI never asks):
+   * the successful requests' latencies, µs, as HdrHistogram's compressed base64.
+   */
+  readonly latencyHistogram?: string;
 }
 
 /**

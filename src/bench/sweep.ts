@@ -216,6 +216,7 @@ async function measurePoint(
     serverSide: { ...serverSideFigures(served.before, served.after), version: served.version },
     versions: result.versions,
     ...(gpus && gpus.length > 0 ? { gpus } : {}),
+    ...(result.latencyHistogram ? { latencyHistogram: result.latencyHistogram } : {}),
   };
   return { point, samples: samplesFromStats(served.before, served.after) };
 }

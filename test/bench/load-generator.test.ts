@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import FakeTimers from '@sinonjs/fake-timers';
+import { decodeFromCompressedBase64 } from 'hdr-histogram-js';
 import { retryAfterMs } from '../../src/bench/http-transport.js';
 import { isStable, runLoad, type LoadOptions } from '../../src/bench/load-generator.js';
 import { fetchModelMetadata, randomPayload, type RequestPayload } from '../../src/bench/payload.js';
@@ -329,6 +330,7 @@ test('worker threads: each drives its share, histograms merge, maxRequests is ex
   assert.equal(counted.requests, 300, 'each worker stops after its 150');
   assert.equal(counted.latency.count, 300);
   assert.equal(counted.errorCount, 0);
+  assert.equal(counted.latencyHistogram, undefined, 'kept only when asked');
   const after = (await call(`${base}/v2/models/affine/stats`)).body.model_stats[0].inference_count as number;
   assert.ok(after - before >= 300, `the server saw ${after - before}`);
 
@@ -342,6 +344,16 @@ test('worker threads: each drives its share, histograms merge, maxRequests is ex
   const perSecond = rate.requests / rate.durationSeconds;
   assert.ok(perSecond > 90 && perSecond < 180, `${rate.requests} requests in ${rate.durationSeconds} s`);
   assert.equal(rate.latency.count, rate.requests);
+
+  // Kept, the merged histogram holds every measured request, at the summary's percentiles.
+  const kept = await runLoad(
+    base,
+    payload,
+    options(closed(4), { workers: 2, maxWindows: 50, maxRequests: 100, keepHistogram: true }),
+  );
+  const histogram = decodeFromCompressedBase64(kept.latencyHistogram as string);
+  assert.equal(histogram.totalCount, 100);
+  assert.equal(Math.min(histogram.getValueAtPercentile(99), histogram.maxValue) / 1000, kept.latency.p99);
 });
 
 test('bad options are refused before anything is sent', async () => {
