@@ -1,6 +1,6 @@
 import { ModelConversionError } from '../core/errors.js';
 import { inferElementTypes } from './element-types.js';
-import { quantizePerChannel, quantizePerTensor } from './int8-weights.js';
+import { FULL_RANGE, quantizePerChannel, quantizePerTensor, REDUCED_RANGE } from './int8-weights.js';
 import {
   AttributeType,
   DataType,
@@ -38,7 +38,8 @@ const QUANTIZABLE = new Set(['MatMul', 'Gemm', 'Conv']);
 
 /**
  * Dynamic int8 quantisation. Weights become int8 initializers (symmetric: one scale, zero
- * point 0; see int8-weights.ts); activations are quantised at run time.
+ * point 0; see int8-weights.ts; 7-bit for MatMul and Gemm, whose integer kernel saturates on
+ * CPUs without VNNI); activations are quantised at run time.
  *
  * MatMul and Gemm: A → DynamicQuantizeLinear (uint8, scale and zero point per batch) →
  * MatMulInteger with the int8 weight → Cast → Mul by both scales (→ Add of Gemm's C). This is
@@ -232,7 +233,11 @@ class QuantizedGraph {
       dims = [dims[1]!, dims[0]!];
     }
     const { values, scales } =
-      layout === 'per-channel' ? quantizePerChannel(floats, dims[0]!) : quantizePerTensor(floats);
+      layout === 'per-channel'
+        ? // Conv's weight is dequantised and run in float32: all 8 bits.
+          quantizePerChannel(floats, dims[0]!, FULL_RANGE)
+        : // MatMulInteger's: 7 (int8-weights.ts).
+          quantizePerTensor(floats, REDUCED_RANGE);
     // Gemm's alpha scales the product; folded into the weight's scale it costs nothing at run time.
     const scaleValues = Array.from(scales, (scale) => Math.fround(scale * alpha));
     const scaleDims = layout === 'per-channel' ? [scales.length] : [];

@@ -33,9 +33,12 @@ import {
   toNumber,
 } from './onnx-inspection.js';
 
-/** What symmetric int8 quantisation must give: scale max|w|/127 as float32, values w/scale rounded. */
-function expectedQuantization(weights: readonly number[]): { scale: number; values: number[] } {
-  const scale = Math.fround(Math.max(...weights.map(Math.abs)) / 127);
+/**
+ * What symmetric int8 quantisation onto ±`range` must give: scale max|w|/range as float32,
+ * values w/scale rounded. MatMul and Gemm weights take 64 (onnxruntime's reduce_range), Conv's 127.
+ */
+function expectedQuantization(weights: readonly number[], range: number): { scale: number; values: number[] } {
+  const scale = Math.fround(Math.max(...weights.map(Math.abs)) / range);
   return { scale, values: weights.map((weight) => Math.round(weight / scale)) };
 }
 
@@ -57,8 +60,8 @@ test('MatMul and Gemm weights become int8 with the expected scale and zero point
     g_zero_point: INT8,
   });
 
-  const matmul = expectedQuantization(MATMUL_WEIGHTS);
-  assert.deepEqual(matmul.values, [5, -10, 15, 64, -127, 25, 1, 2, -3, 100, 50, -50]);
+  const matmul = expectedQuantization(MATMUL_WEIGHTS, 64);
+  assert.deepEqual(matmul.values, [3, -5, 8, 32, -64, 13, 1, 1, -2, 50, 25, -25]);
   assert.deepEqual(int8Values(tensorNamed(graph, 'w_quantized')), matmul.values);
   assert.deepEqual(tensorNamed(graph, 'w_scale').floatData, [matmul.scale]);
   assert.deepEqual(tensorNamed(graph, 'w_scale').dims, []);
@@ -67,7 +70,7 @@ test('MatMul and Gemm weights become int8 with the expected scale and zero point
 
   // Gemm's B is [N, K] with transB; the integer product wants it [K, N].
   const transposed = [0, 3, 1, 4, 2, 5].map((index) => GEMM_WEIGHTS[index]!);
-  const gemm = expectedQuantization(transposed);
+  const gemm = expectedQuantization(transposed, 64);
   assert.deepEqual(int8Values(tensorNamed(graph, 'g_quantized')), gemm.values);
   assert.deepEqual((tensorNamed(graph, 'g_quantized').dims ?? []).map(toNumber), [3, 2]);
   assert.deepEqual(tensorNamed(graph, 'g_scale').floatData, [gemm.scale]);
@@ -119,7 +122,9 @@ test('Conv weights are quantised per output channel through DequantizeLinear, on
   const { graph } = decode(result.model);
   assert.deepEqual(result.quantizedNodes, ['conv']);
   assert.deepEqual(initializerTypes(graph), { bias: FLOAT, k_quantized: INT8, k_scale: FLOAT, k_zero_point: INT8 });
-  const channels = [0, 1, 2].map((channel) => expectedQuantization(CONV_WEIGHTS.slice(channel * 2, channel * 2 + 2)));
+  const channels = [0, 1, 2].map((channel) =>
+    expectedQuantization(CONV_WEIGHTS.slice(channel * 2, channel * 2 + 2), 127),
+  );
   assert.deepEqual(
     tensorNamed(graph, 'k_scale').floatData,
     channels.map((channel) => channel.scale),
