@@ -8,6 +8,15 @@ const WINDOW = 32;
 export const TARGET_SHARE = 0.8;
 /** A window within the target in which the limit turned requests away raises it at most this many times. */
 const MAX_GROWTH = 2;
+/**
+ * Raises aim at this share of the target, cuts at the target itself; between the two the limit
+ * holds. A limit raised all the way to the target on one window's extrapolation was never tried
+ * at that depth: clients refused together came back together after Retry-After, filled it to its
+ * last row, and the back of the burst passed max_latency, which cut the limit and refused the
+ * next burst. The demo at 64 in flight, six alternating runs each: p99 89–127 ms without the
+ * gap, 82–92 ms with it, 1.14× the throughput and a quarter fewer refusals.
+ */
+const RAISE_SHARE = 0.75;
 
 /**
  * The feedback half of `max_queue_delay: auto`'s latency budget: a limit on the rows ahead of
@@ -23,9 +32,10 @@ const MAX_GROWTH = 2;
  * the most rows any of the 32 had ahead less the slowest's excess in rows — unless even an
  * empty queue would not have saved it (it was late by more than all its own rows ahead cost: a
  * stall, which no limit on the queue helps, and cutting would only starve the instance). If
- * none was late and the limit turned someone away meanwhile, it rises the same way, by the
- * slowest's room under the target in rows (a row at least, at most doubling at once), so a
- * limit cut in a bad moment comes back within a few windows. Without a per-row cost to go by,
+ * the limit turned someone away meanwhile and the slowest was within RAISE_SHARE of the target,
+ * it rises the same way, by the slowest's room under that lower mark in rows (a row at least,
+ * at most doubling at once), so a limit cut in a bad moment comes back within a few windows;
+ * a slowest between the two marks leaves it where it is. Without a per-row cost to go by,
  * latency is taken to grow in proportion to the rows ahead. It never starts before an answer
  * is late, and rises only while it binds, so a quiet spell does not leave it anywhere a burst
  * would find it wrong.
@@ -67,9 +77,12 @@ export class AdmissionLimit {
     }
     this.#mostAhead = Math.max(this.#mostAhead, ahead);
     if (++this.#answered < WINDOW) return;
-    const wanted = this.#wantedRows();
-    if (this.#slowestMs > this.targetMs) this.#rows = Math.min(this.#rows, Math.max(1, wanted));
-    else if (this.#refused) this.#rows = Math.max(this.#rows + 1, Math.min(wanted, this.#rows * MAX_GROWTH));
+    const raiseMs = RAISE_SHARE * this.targetMs;
+    if (this.#slowestMs > this.targetMs) {
+      this.#rows = Math.min(this.#rows, Math.max(1, this.#wantedRows(this.targetMs)));
+    } else if (this.#refused && this.#slowestMs <= raiseMs) {
+      this.#rows = Math.max(this.#rows + 1, Math.min(this.#wantedRows(raiseMs), this.#rows * MAX_GROWTH));
+    }
     this.#answered = 0;
     this.#slowestMs = 0;
     this.#mostAhead = 0;
@@ -77,17 +90,17 @@ export class AdmissionLimit {
   }
 
   /**
-   * After a window: the rows ahead that would have brought its slowest answer to the target —
+   * After a window: the rows ahead that would have brought its slowest answer to `markMs` —
    * fewer by its excess in rows when it was late, more by its room in rows when it was not;
    * Infinity for a late one that an empty queue would not have saved (a stall).
    */
-  #wantedRows(): number {
-    const excessMs = this.#slowestMs - this.targetMs;
+  #wantedRows(markMs: number): number {
+    const excessMs = this.#slowestMs - markMs;
     const rowMs = this.#slowestRowMs;
     if (!(rowMs > 0)) {
       // No cost a row to go by: latency taken to grow in proportion to the rows ahead.
       return this.#slowestAhead > 0 || excessMs <= 0
-        ? Math.floor((Math.max(1, this.#mostAhead) * this.targetMs) / Math.max(this.#slowestMs, 1e-3))
+        ? Math.floor((Math.max(1, this.#mostAhead) * markMs) / Math.max(this.#slowestMs, 1e-3))
         : Infinity;
     }
     // Late by more than all its rows ahead cost: an empty queue would not have saved it.

@@ -59,7 +59,7 @@ export const modelConfigSchema = {
         max_latency: {
           kind: 'duration',
           description:
-            'With `max_queue_delay: auto`, the latency budget: no request is held for partners past the point where its expected completion would pass it, and a request is refused with 503 `BS_ERR_LATENCY_BUDGET` instead of queued when its expected completion (the queue ahead at the learnt batch cost, scaled by how long recent batches held their instance) would pass it, or when it has more rows ahead than a limit learnt from measured answers allows (every 32 answers: cut by the slowest\'s excess over 80 % of the budget, in rows, unless it was a stall; raised by its room while it binds). Waits and both checks plan for 80 % of it, keeping the rest for writing the answer (README, "Adaptive batching"). Default: `default_timeout` (1 s when that is 0).',
+            'With `max_queue_delay: auto`, the latency budget: no request is held for partners past the point where its expected completion would pass it, and a request is refused with 503 `BS_ERR_LATENCY_BUDGET` instead of queued when its expected completion (the queue ahead at the learnt batch cost, scaled by how long recent batches held their instance) would pass it, or when it has more rows ahead than a limit learnt from measured answers allows (every 32 answers: cut by the slowest\'s excess over 80 % of the budget, in rows, unless it was a stall; raised by its room under 60 % while it binds). Waits and both checks plan for 80 % of it, keeping the rest for writing the answer (README, "Adaptive batching"). Default: `default_timeout` (1 s when that is 0).',
         },
         preferred_batch_sizes: {
           kind: 'array',

@@ -495,7 +495,7 @@ test('the budget counts from the reservation: a body that took long to arrive ha
   await Promise.all([first, admitted, late]);
 });
 
-test("AdmissionLimit: none until an answer is late; then the most rows ahead less the slowest's excess in rows, not for a stall; up by its room while it binds", () => {
+test("AdmissionLimit: none until an answer is late; then the most rows ahead less the slowest's excess in rows, not for a stall; up by its room under three quarters of the target while it binds", () => {
   const limit = new AdmissionLimit(85);
   /** 32 answers: all with `ahead` rows ahead at 2 ms a row (unless told), the last one `slowestMs` late. */
   const window = (slowestMs: number, ahead: number, rowMs = 2, othersMs = 50): void => {
@@ -509,25 +509,32 @@ test("AdmissionLimit: none until an answer is late; then the most rows ahead les
   assert.equal(limit.admits(0, 50), true, 'nothing ahead: always');
   assert.equal(limit.admits(25, 5), true, '30 rows with its own: within');
   assert.equal(limit.admits(26, 5), false);
-  window(60, 20);
+  window(33.75, 20, 2, 10);
   assert.equal(
     limit.rows,
-    32,
-    'within the target after turning one away: 25 ms of room is 12 more rows than the 20 ahead',
+    35,
+    'after turning one away, 30 ms under the raise mark (63.75 ms, 3/4 of 85): 15 more rows than the 20 ahead',
   );
+  assert.equal(limit.admits(40, 5), false);
+  window(70, 20);
+  assert.equal(limit.rows, 35, 'between the raise mark and the target: held, though it turned one away');
   window(60, 20);
-  assert.equal(limit.rows, 32, 'within the target, nobody turned away: kept');
+  assert.equal(limit.rows, 35, 'within the target, nobody turned away: kept');
   window(285, 20);
-  assert.equal(limit.rows, 32, '200 ms late with 40 ms of queue ahead: a stall, no cut');
+  assert.equal(limit.rows, 35, '200 ms late with 40 ms of queue ahead: a stall, no cut');
   window(300, 0);
-  assert.equal(limit.rows, 32, 'late with nothing ahead: a stall');
+  assert.equal(limit.rows, 35, 'late with nothing ahead: a stall');
   window(100, 30, Number.NaN);
   assert.equal(limit.rows, 25, 'no cost a row known: in proportion, 30 × 85/100');
   window(500, 30, 1, 10);
   assert.equal(limit.rows, 25, 'a stall again (415 ms late, 30 ms of queue)');
   assert.equal(limit.admits(30, 5), false);
-  window(30, 25, 2, 10);
-  assert.equal(limit.rows, 50, '55 ms of room, 27 rows more than the 25 ahead: at most doubled at once');
+  window(10, 25, 0.5, 10);
+  assert.equal(
+    limit.rows,
+    50,
+    '53.75 ms of room at 0.5 ms a row, 107 rows more than the 25 ahead: at most doubled at once',
+  );
   limit.answered(Number.NaN, 5, 2);
   assert.equal(limit.rows, 50);
 });
