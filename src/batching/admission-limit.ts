@@ -5,7 +5,15 @@ const WINDOW = 32;
  * follows the batcher's answer (encoding and writing it) and what precedes the server's
  * reading the request, which the clients' own p99 holds and the batcher never sees.
  */
-export const TARGET_SHARE = 0.8;
+const TARGET_SHARE = 0.8;
+/**
+ * The part of `max_latency` (µs) auto plans its requests to be answered in, ms (to the µs):
+ * waits, predictions and the admission limit all aim for it.
+ */
+export function plannedMs(maxLatencyUs: number): number {
+  return Math.round(TARGET_SHARE * maxLatencyUs) / 1000;
+}
+
 /** A window within the target in which the limit turned requests away raises it at most this many times. */
 const MAX_GROWTH = 2;
 /**

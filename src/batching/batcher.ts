@@ -12,7 +12,7 @@ import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
 import { OnlineCostFit, type CostFit } from './cost-fit.js';
-import { AdmissionLimit, TARGET_SHARE } from './admission-limit.js';
+import { AdmissionLimit, plannedMs } from './admission-limit.js';
 import { batchMsOn, expectedCompletion, predictsCost } from './expected-completion.js';
 import { processCoreShare, type CoreShare } from './core-share.js';
 import { Pace } from './pace.js';
@@ -441,7 +441,6 @@ export class Batcher {
     const ahead = queuedAhead + this.#runningRows;
     // One that would run at once is as early as it can be: refusing it would help nobody.
     if (queuedAhead === 0 && this.#idle.length > 0) return ahead;
-    const budgetMs = plannedMs(adaptive) - spentMs;
     if (!limit.admits(ahead, rows)) {
       return this.#refusal(
         `${ahead} rows ahead, more than the ${limit.rows} recent answers allow within max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
@@ -451,6 +450,8 @@ export class Batcher {
     const line = learning?.fit.current();
     if (learning === undefined || line === undefined || !predictsCost(line)) return ahead;
     const now = this.#clock.now();
+    // The limit's target is the planned share of max_latency (#keepLimitFor).
+    const budgetMs = limit.targetMs - spentMs;
     const endMs = expectedCompletion({
       rowsThrough: queuedAhead + rows,
       maxBatchSize,
@@ -461,7 +462,7 @@ export class Batcher {
     });
     if (endMs <= budgetMs) return ahead;
     return this.#refusal(
-      `expected to finish in ${ms(spentMs + endMs)} ms, past the ${ms(plannedMs(adaptive))} ms planned of max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
+      `expected to finish in ${ms(spentMs + endMs)} ms, past the ${ms(limit.targetMs)} ms planned of max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
       queuedAhead,
     );
   }
@@ -479,7 +480,7 @@ export class Batcher {
    */
   #keepLimitFor(policy: BatchingPolicy): void {
     if (policy.adaptive === undefined || policy.adaptive.maxLatencyUs === this.#limitForUs) return;
-    this.#limit = new AdmissionLimit(plannedMs(policy.adaptive));
+    this.#limit = new AdmissionLimit(plannedMs(policy.adaptive.maxLatencyUs));
     this.#limitForUs = policy.adaptive.maxLatencyUs;
   }
 
@@ -558,7 +559,7 @@ export class Batcher {
       returningRows: learning.returning.owedRows(now),
       returningInMs: learning.returning.dueInMs(now),
       idleShare: this.#core.idleShare(),
-      maxLatencyMs: plannedMs(adaptive),
+      maxLatencyMs: plannedMs(adaptive.maxLatencyUs),
       fit: learning.fit.current(),
       pace: learning.pace.value,
     });
@@ -743,13 +744,4 @@ function effectiveTimeout(defaultUs: number, requestedUs: number | undefined): n
 /** Milliseconds for a message: two significant figures below 100 (0.8, 8.5, 21), whole ones above. */
 function ms(value: number): number {
   return value < 100 ? Number(value.toPrecision(2)) : Math.round(value);
-}
-
-/**
- * The part of `max_latency` auto plans its requests to be answered in, ms (to the µs): waits,
- * predictions and the admission limit all aim for it, and keep the rest for what follows the
- * batcher's answer and precedes the server's reading the request (admission-limit.ts).
- */
-function plannedMs(adaptive: { readonly maxLatencyUs: number }): number {
-  return Math.round(TARGET_SHARE * adaptive.maxLatencyUs) / 1000;
 }

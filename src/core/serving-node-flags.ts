@@ -6,9 +6,9 @@
  * semi-spaces under load, and V8 then sets the old generation's limit so close above its size
  * (less than one young generation) that it begins a major GC as soon as the last one ends. On
  * the demo model that was a mark-compact every 300 ms even at one request in flight, whose
- * incremental steps held the main thread up to 25 ms: p99 18–22 ms for a 2 ms request. A floor
- * of 64 MB under the limit leaves room: one mark-compact in 10 s, p99 8 ms, and 1.25× the
- * throughput at concurrency 64 (docs/benchmarks.md, "The server's heap"). The flag may not go
+ * incremental steps held the main thread up to 25 ms. A floor of 64 MB under the limit leaves
+ * room: one mark-compact in 10 s at one request in flight, half the time collecting, and a p99
+ * 0.77 × the default's (docs/benchmarks.md, "The server's heap"; at concurrency 64 it does little). The flag may not go
  * in NODE_OPTIONS, and set at run time (v8.setFlagsFromString) it does not act: it has to be on
  * Node's command line.
  */
