@@ -495,11 +495,13 @@ test('the budget counts from the reservation: a body that took long to arrive ha
   await Promise.all([first, admitted, late]);
 });
 
-test("AdmissionLimit: none until an answer is late; then the most rows ahead less the slowest's excess in rows, not for a stall; up by its room under three quarters of the target while it binds", () => {
+test("AdmissionLimit: none until an answer is late; then the most rows ahead less the slowest's excess in rows, not for a stall nor for one the cut would have let in; up by its room under three quarters of the target while it binds", () => {
   const limit = new AdmissionLimit(85);
-  /** 32 answers: all with `ahead` rows ahead at 2 ms a row (unless told), the last one `slowestMs` late. */
-  const window = (slowestMs: number, ahead: number, rowMs = 2, othersMs = 50): void => {
-    for (let index = 0; index < 32; index++) limit.answered(index === 31 ? slowestMs : othersMs, ahead, rowMs);
+  /** 32 answers: all with `ahead` rows ahead at 2 ms a row (unless told), the last one `slowestMs` late with `slowestAhead`. */
+  const window = (slowestMs: number, ahead: number, rowMs = 2, othersMs = 50, slowestAhead = ahead): void => {
+    for (let index = 0; index < 32; index++) {
+      limit.answered(index === 31 ? slowestMs : othersMs, index === 31 ? slowestAhead : ahead, rowMs);
+    }
   };
   window(80, 40);
   assert.equal(limit.rows, Infinity, 'every answer within the target: no limit');
@@ -509,6 +511,15 @@ test("AdmissionLimit: none until an answer is late; then the most rows ahead les
   assert.equal(limit.admits(0, 50), true, 'nothing ahead: always');
   assert.equal(limit.admits(25, 5), true, '30 rows with its own: within');
   assert.equal(limit.admits(26, 5), false);
+  window(115, 40, 2, 50, 20);
+  assert.equal(
+    limit.rows,
+    30,
+    '30 ms late with 20 rows ahead where others had 40: a cut to 25 would have let it in as it was, so none',
+  );
+  window(115, 40, 2, 50, 30);
+  assert.equal(limit.rows, 25, 'the same with 30 rows ahead: more than the 25 the cut leaves, so cut');
+  assert.equal(limit.admits(21, 5), false);
   window(33.75, 20, 2, 10);
   assert.equal(
     limit.rows,
