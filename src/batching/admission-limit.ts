@@ -40,9 +40,9 @@ const RAISE_SHARE = 0.75;
  * the most rows any of the 32 had ahead less the slowest's excess in rows — unless even an
  * empty queue would not have saved it (it was late by more than all its own rows ahead cost: a
  * stall, which no limit on the queue helps, and cutting would only starve the instance), or
- * the slowest had no more rows ahead than the cut would leave: the cut would have let it in
- * just as it was, so the queue's depth does not explain its lateness (a slow batch on a busy
- * machine does), and cutting would only turn away others. On a contended core the cost model
+ * the slowest had no more rows ahead than the cut would leave: under the cut it would have
+ * queued just as deep, so the queue's depth does not explain its lateness (a slow batch on a
+ * busy machine does), and cutting would only turn away others. On a contended core the cost model
  * at 350 req/s, open loop, three alternating runs each: such cuts held the limit near the rows
  * one batch runs, refused 250–1,365 requests a run where 201–522 were refused without them,
  * and answered 259 req/s on average against 297. If
@@ -113,10 +113,9 @@ export class AdmissionLimit {
     const excessMs = this.#slowestMs - markMs;
     const rowMs = this.#slowestRowMs;
     if (!(rowMs > 0)) {
-      // No cost a row to go by: latency taken to grow in proportion to the rows ahead.
-      return this.#slowestAhead > 0 || excessMs <= 0
-        ? Math.floor((Math.max(1, this.#mostAhead) * markMs) / Math.max(this.#slowestMs, 1e-3))
-        : Infinity;
+      // No cost a row to go by: latency taken to grow in proportion to the rows ahead. (One
+      // late with nothing ahead is a stall too: no cut leaves fewer than its 0 rows.)
+      return Math.floor((Math.max(1, this.#mostAhead) * markMs) / Math.max(this.#slowestMs, 1e-3));
     }
     // Late by more than all its rows ahead cost: an empty queue would not have saved it.
     if (excessMs > 0 && excessMs >= this.#slowestAhead * rowMs) return Infinity;

@@ -495,7 +495,7 @@ test('the budget counts from the reservation: a body that took long to arrive ha
   await Promise.all([first, admitted, late]);
 });
 
-test("AdmissionLimit: none until an answer is late; then the most rows ahead less the slowest's excess in rows, not for a stall nor for one the cut would have let in; up by its room under three quarters of the target while it binds", () => {
+test("AdmissionLimit: none until an answer is late; then the most rows ahead less the slowest's excess in rows, not for a stall nor for one the cut would not have kept shallower; up by its room under three quarters of the target while it binds", () => {
   const limit = new AdmissionLimit(85);
   /** 32 answers: all with `ahead` rows ahead at 2 ms a row (unless told), the last one `slowestMs` late with `slowestAhead`. */
   const window = (slowestMs: number, ahead: number, rowMs = 2, othersMs = 50, slowestAhead = ahead): void => {
@@ -515,7 +515,7 @@ test("AdmissionLimit: none until an answer is late; then the most rows ahead les
   assert.equal(
     limit.rows,
     30,
-    '30 ms late with 20 rows ahead where others had 40: a cut to 25 would have let it in as it was, so none',
+    '30 ms late with 20 rows ahead where others had 40: under a cut to 25 it would have queued as deep, so none',
   );
   window(115, 40, 2, 50, 30);
   assert.equal(limit.rows, 25, 'the same with 30 rows ahead: more than the 25 the cut leaves, so cut');
