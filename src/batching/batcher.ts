@@ -686,7 +686,7 @@ export class Batcher {
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
     if (!Number.isNaN(pending.admittedAt)) {
-      this.#limit?.answered(this.#clock.now() - pending.admittedAt, pending.ahead, this.#rowMs);
+      this.#limit?.answered(this.#clock.now() - pending.admittedAt, pending.ahead, this.#rowMs, pending.admittedAt);
     }
     if (result.response instanceof Error) {
       pending.reject(result.response);

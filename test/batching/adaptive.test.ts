@@ -495,22 +495,49 @@ test('the budget counts from the reservation: a body that took long to arrive ha
   await Promise.all([first, admitted, late]);
 });
 
-test("AdmissionLimit: none until an answer is late; then the most rows ahead less the slowest's excess in rows, not for a stall nor for one the cut would not have kept shallower; up by its room under three quarters of the target while it binds", () => {
+test("AdmissionLimit: none until answers admitted after the first late window are late too (at once for one only its last raise let in); then the most rows ahead less the slowest's excess in rows, not for a stall nor for one the cut would not have kept shallower; up by its room under three quarters of the target while it binds", () => {
   const limit = new AdmissionLimit(85);
-  /** 32 answers: all with `ahead` rows ahead at 2 ms a row (unless told), the last one `slowestMs` late with `slowestAhead`. */
-  const window = (slowestMs: number, ahead: number, rowMs = 2, othersMs = 50, slowestAhead = ahead): void => {
+  let windowStart = 0;
+  /**
+   * 32 answers: all with `ahead` rows ahead at 2 ms a row (unless told), the last one `slowestMs`
+   * late with `slowestAhead`; admitted one a ms from a second after the last window's start, or,
+   * `inFlight`, at the same moments as the last window's (before it ended).
+   */
+  const window = (
+    slowestMs: number,
+    ahead: number,
+    rowMs = 2,
+    othersMs = 50,
+    slowestAhead = ahead,
+    inFlight = false,
+  ): void => {
+    if (!inFlight) windowStart += 1000;
     for (let index = 0; index < 32; index++) {
-      limit.answered(index === 31 ? slowestMs : othersMs, index === 31 ? slowestAhead : ahead, rowMs);
+      const last = index === 31;
+      limit.answered(last ? slowestMs : othersMs, last ? slowestAhead : ahead, rowMs, windowStart + index);
     }
   };
   window(80, 40);
   assert.equal(limit.rows, Infinity, 'every answer within the target: no limit');
   assert.ok(limit.admits(500, 8));
   window(105, 40);
-  assert.equal(limit.rows, 30, '20 ms late at 2 ms a row: 10 rows fewer than the 40 ahead');
+  assert.equal(limit.rows, Infinity, 'the first late window: the limit waits for answers admitted after it');
+  window(120, 40, 2, 110, 40, true);
+  assert.equal(
+    limit.rows,
+    Infinity,
+    'later answers, all admitted before that window ended (a stall they sat through): no news',
+  );
+  window(60, 40);
+  window(105, 40);
+  assert.equal(limit.rows, Infinity, 'answers admitted since were on time: late again is a first sight again');
+  window(105, 40);
+  assert.equal(limit.rows, 30, 'late again, admitted since: 20 ms late at 2 ms a row, 10 rows fewer than the 40 ahead');
   assert.equal(limit.admits(0, 50), true, 'nothing ahead: always');
   assert.equal(limit.admits(25, 5), true, '30 rows with its own: within');
   assert.equal(limit.admits(26, 5), false);
+  window(200, 40, 2, 150, 40, true);
+  assert.equal(limit.rows, 30, 'answers admitted before the cut do not judge it');
   window(115, 40, 2, 50, 20);
   assert.equal(
     limit.rows,
@@ -532,7 +559,8 @@ test("AdmissionLimit: none until an answer is late; then the most rows ahead les
   window(60, 20);
   assert.equal(limit.rows, 35, 'within the target, nobody turned away: kept');
   window(285, 20);
-  assert.equal(limit.rows, 35, '200 ms late with 40 ms of queue ahead: a stall, no cut');
+  window(285, 20);
+  assert.equal(limit.rows, 35, '200 ms late with 40 ms of queue ahead, twice: a stall, no cut');
   window(300, 0);
   assert.equal(limit.rows, 35, 'late with nothing ahead: a stall');
   window(100, 30, Number.NaN);
@@ -546,8 +574,14 @@ test("AdmissionLimit: none until an answer is late; then the most rows ahead les
     50,
     '53.75 ms of room at 0.5 ms a row, 107 rows more than the 25 ahead: at most doubled at once',
   );
-  limit.answered(Number.NaN, 5, 2);
-  assert.equal(limit.rows, 50);
+  window(100, 40);
+  assert.equal(
+    limit.rows,
+    32,
+    'late with 40 rows ahead, which only the raise from 25 let in: cut at once, 15 ms late at 2 ms a row from 40',
+  );
+  limit.answered(Number.NaN, 5, 2, windowStart + 2000);
+  assert.equal(limit.rows, 32);
 });
 
 test("the admission limit refuses what measured answers say would be late where the line's prediction would not", async () => {
@@ -567,22 +601,38 @@ test("the admission limit refuses what measured answers say would be late where 
   await settle();
   assert.equal(batcher.rowsQueued, 39);
   assert.equal(batcher.admissionLimitRows, Infinity);
-  for (let batch = 0; batch < 6; batch++) await slow();
-  // The first 32 answers: the slowest, 8 + 4·64 = 264 ms after admission, was 184 ms past the
-  // 80 planned: 23 rows at 8 ms, fewer than the 31 the most had ahead: 8.
-  assert.equal(batcher.admissionLimitRows, 8);
-  await Promise.all(burst);
-  // Long enough that no row is owed back any more: the next one runs at once.
-  fake.tick(1_000);
-  const blocker = submit(100);
-  await settle();
-  // Behind the running row: in while the rows ahead and its own are at most 8, so 7 queue.
-  const queued = Array.from({ length: 7 }, (_, index) => submit(101 + index));
-  await settle();
-  assert.equal(batcher.rowsQueued, 7);
-  await assert.rejects(submit(108), /8 rows ahead, more than the 8 recent answers allow within max_latency 100 ms/);
+  for (let batch = 0; batch < 5; batch++) await slow();
+  // The first 32 answers: the slowest, 8 + 4·64 = 264 ms after admission, was late; but all
+  // were in flight together, as in a stall, so the limit waits for answers admitted since.
+  assert.equal(batcher.admissionLimitRows, Infinity);
+  // Now 16 clients, each sending again once answered: the line (at the pace the last batches
+  // set) lets them in behind the 7 rows still running, and the instance answers them 120 ms
+  // or more after admission. The second window's first 8 answers (the burst's last) were
+  // admitted before the first window was judged and do not count; of the 24 that do, the
+  // slowest, 184 ms after admission with 15 rows ahead, was 104 ms late at 8 ms a row: 13
+  // rows fewer than the 22 the most had ahead leaves 9.
+  let open = true;
+  const refusals: Error[] = [];
+  const client = async (first: number): Promise<void> => {
+    for (let sent = first; open; sent += 16) {
+      // A client turned away stops here (it would wait out Retry-After).
+      const refused = await submit(100 + sent).then(
+        () => undefined,
+        (error: Error) => error,
+      );
+      if (refused === undefined) continue;
+      refusals.push(refused);
+      return;
+    }
+  };
+  const clients = Array.from({ length: 16 }, (_, index) => client(index));
+  for (let batch = 0; batch < 4; batch++) await slow();
+  assert.equal(batcher.admissionLimitRows, 9);
+  open = false;
   for (let batch = 0; batch < 2; batch++) await slow();
-  await Promise.all([blocker, ...queued]);
+  await Promise.all([...burst, ...clients]);
+  assert.ok(refusals.every((error) => /rows ahead, more than the 9 recent answers allow/.test(error.message)));
+  assert.ok(refusals.length > 0, 'the limit turned clients away');
 });
 
 test('the budget check costs a batch what recent batches held their instance, dispatch to answer, not their compute time alone', async () => {
