@@ -162,6 +162,8 @@ export class Batcher {
   #runningRows = 0;
   /** When each busy instance is expected to be free (adaptive, with a line that predicts): the budget check's start. */
   readonly #expectedFreeAt = new Map<BatchRunner, number>();
+  /** #freeInNow's array: expectedCompletion works on it in place. */
+  readonly #freeInScratch: number[] = [];
   /** The shape that last ran: whose line judges a request still reading its body. */
   #lastLearning: ShapeLearning | undefined;
   /** Adaptive: the rows a request may have ahead of it, learnt from how long admitted ones took. */
@@ -455,7 +457,7 @@ export class Batcher {
     const endMs = expectedCompletion({
       rowsThrough: queuedAhead + rows,
       maxBatchSize,
-      freeInMs: this.#runners.map((runner) => Math.max(0, (this.#expectedFreeAt.get(runner) ?? now) - now)),
+      freeInMs: this.#freeInNow(now),
       fit: line,
       pace: learning.pace.value,
       limitMs: budgetMs,
@@ -465,6 +467,14 @@ export class Batcher {
       `expected to finish in ${ms(spentMs + endMs)} ms, past the ${ms(limit.targetMs)} ms planned of max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
       queuedAhead,
     );
+  }
+
+  /** For each instance, ms until it is expected to be free (0 when idle), in one array reused by every admission. */
+  #freeInNow(now: number): number[] {
+    const freeIn = this.#freeInScratch;
+    freeIn.length = 0;
+    for (const runner of this.#runners) freeIn.push(Math.max(0, (this.#expectedFreeAt.get(runner) ?? now) - now));
+    return freeIn;
   }
 
   #refusal(why: string, queuedAhead: number): LatencyBudgetError {
