@@ -100,10 +100,12 @@ export class AdmissionLimit {
   }
 
   /**
-   * A request admitted at `admittedAtMs` (the batcher's clock) with `ahead` rows ahead of it was
-   * answered `latencyMs` later; each row ahead cost about `rowMs` then (NaN: not known).
+   * A request admitted at `admittedAtMs` with `ahead` rows ahead of it was answered at
+   * `answeredAtMs` (both on the batcher's clock); each row ahead cost about `rowMs` then (NaN:
+   * not known).
    */
-  answered(latencyMs: number, ahead: number, rowMs: number, admittedAtMs: number): void {
+  answered(admittedAtMs: number, answeredAtMs: number, ahead: number, rowMs: number): void {
+    const latencyMs = answeredAtMs - admittedAtMs;
     if (!Number.isFinite(latencyMs)) return;
     if (!(admittedAtMs < this.#since)) {
       this.#judged++;
@@ -115,7 +117,7 @@ export class AdmissionLimit {
       this.#mostAhead = Math.max(this.#mostAhead, ahead);
     }
     if (++this.#answered < WINDOW) return;
-    if (this.#judged > 0) this.#judge(admittedAtMs + latencyMs);
+    if (this.#judged > 0) this.#judge(answeredAtMs);
     this.#answered = 0;
     this.#judged = 0;
     this.#slowestMs = 0;
@@ -144,12 +146,10 @@ export class AdmissionLimit {
       return;
     }
     this.#since = Number.NaN;
-    if (this.#refused && this.#slowestMs <= RAISE_SHARE * this.targetMs) {
+    const raiseMs = RAISE_SHARE * this.targetMs;
+    if (this.#refused && this.#slowestMs <= raiseMs) {
       this.#raisedFrom = this.#rows;
-      this.#rows = Math.max(
-        this.#rows + 1,
-        Math.min(this.#wantedRows(RAISE_SHARE * this.targetMs), this.#rows * MAX_GROWTH),
-      );
+      this.#rows = Math.max(this.#rows + 1, Math.min(this.#wantedRows(raiseMs), this.#rows * MAX_GROWTH));
     }
   }
 

@@ -696,7 +696,7 @@ export class Batcher {
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
     if (!Number.isNaN(pending.admittedAt)) {
-      this.#limit?.answered(this.#clock.now() - pending.admittedAt, pending.ahead, this.#rowMs, pending.admittedAt);
+      this.#limit?.answered(pending.admittedAt, this.#clock.now(), pending.ahead, this.#rowMs);
     }
     if (result.response instanceof Error) {
       pending.reject(result.response);

@@ -514,7 +514,8 @@ test("AdmissionLimit: none until answers admitted after the first late window ar
     if (!inFlight) windowStart += 1000;
     for (let index = 0; index < 32; index++) {
       const last = index === 31;
-      limit.answered(last ? slowestMs : othersMs, last ? slowestAhead : ahead, rowMs, windowStart + index);
+      const admittedAt = windowStart + index;
+      limit.answered(admittedAt, admittedAt + (last ? slowestMs : othersMs), last ? slowestAhead : ahead, rowMs);
     }
   };
   window(80, 40);
@@ -580,7 +581,7 @@ test("AdmissionLimit: none until answers admitted after the first late window ar
     32,
     'late with 40 rows ahead, which only the raise from 25 let in: cut at once, 15 ms late at 2 ms a row from 40',
   );
-  limit.answered(Number.NaN, 5, 2, windowStart + 2000);
+  limit.answered(windowStart + 2000, Number.NaN, 5, 2);
   assert.equal(limit.rows, 32);
 });
 
