@@ -9,7 +9,7 @@
 // figure is the median of its rounds. Beside each: session start-up, and the accuracy gate's figures
 // (the converted model against the original on the gate's seeded random inputs; for --optimize,
 // the optimised graph against the original on the same inputs). A variant that fails the gate is
-// packed with --force to time it, and marked so.
+// packed with --accept-accuracy-loss to time it, and marked so.
 // Writes benchmarks/results/pack-precision.json (see results.js for --quick and --json).
 // Usage: npm run bench:precision [-- --quick]
 import { spawnSync } from 'node:child_process';
@@ -91,7 +91,7 @@ try {
     for (const variant of variants) {
       const preparedModel =
         Object.keys(variant.options).length > 0
-          ? await prepareModel({ ...base, ...variant.options, force: true })
+          ? await prepareModel({ ...base, ...variant.options, acceptAccuracyLoss: true })
           : undefined;
       const { path, manifest } = await packArchive({
         ...base,

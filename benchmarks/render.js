@@ -414,7 +414,8 @@ export const packPrecision = {
     const accuracy = row.accuracy;
     const error = accuracy?.maxRelError === null ? 'NaN/Inf' : accuracy ? accuracy.maxRelError.toExponential(1) : '—';
     const top1 = accuracy?.top1Agreement == null ? '—' : `${(accuracy.top1Agreement * 100).toFixed(1)} %`;
-    const gate = accuracy?.passed === undefined ? '' : accuracy.passed ? 'passed' : 'FAILED (packed with --force)';
+    const gate =
+      accuracy?.passed === undefined ? '' : accuracy.passed ? 'passed' : 'FAILED (packed with --accept-accuracy-loss)';
     return (
       `${row.model.padEnd(30)} ${row.variant.padEnd(11)} ${fixed(row.startupMs, 0).padStart(5)} ms  ` +
       `${fixed(rate(1), 1).padStart(7)} ${fixed(ratio(1), 2).padStart(5)}×  ${fixed(rate(16), 1).padStart(7)} ${fixed(ratio(16), 2).padStart(5)}×  ` +

@@ -82,9 +82,9 @@ YAML
   [ "$quick" = 1 ] && sed -i 's/preferred_batch_sizes: \[8, 32\]/preferred_batch_sizes: [8]/' "$out/$name.yaml"
   echo "== $name: pack"
   convert=()
-  [ "$precision" = fp16 ] && convert=(--precision fp16)
-  # --force replaces an earlier run's archive, and packs a model beyond the accuracy gate's
-  # limits too (random weights are no real classifier): the figures are printed either way.
+  [ "$precision" = fp16 ] && convert=(--precision fp16 --accept-accuracy-loss)
+  # --force replaces an earlier run's archive; --accept-accuracy-loss packs a model beyond the
+  # accuracy gate's limits too (random weights are no real classifier): the figures are printed either way.
   batchserve model-archive pack --model-name "$name" --serialized-file "$out/resnet50-fp32.onnx" \
     --config-file "$out/$name.yaml" --export-path "$out" --force ${convert[@]+"${convert[@]}"}
   echo "== $name: in process on $device (T(B) for B = 1…$max_batch)"

@@ -49,7 +49,12 @@ export function registerModelArchive(program: Command): void {
       'accuracy gate: top-1 agreement per classifier output (default: fp16 0.98, int8 0.95)',
       (value: string) => fractionOption(value, '--min-agreement'),
     )
-    .option('-f, --force', 'replace an existing archive; with --precision, pack despite a failed accuracy gate', false)
+    .option(
+      '--accept-accuracy-loss',
+      'with --precision: pack a model that fails the accuracy gate (the manifest records passed: false)',
+      false,
+    )
+    .option('-f, --force', 'replace an existing archive', false)
     .action(async (options: PackCommandOptions) => {
       const { runPack } = await import('./pack.js');
       await runPack(options);

@@ -8,7 +8,8 @@ export function describePreparedModel(prepared: PreparedModel): string {
   const { precision, accuracy, optimization } = prepared.manifest;
   if (precision && prepared.conversion) lines.push(`${precision}: ${prepared.conversion}`);
   if (accuracy) lines.push(accuracyTable(accuracy));
-  for (const failure of prepared.forcedFailures ?? []) lines.push(`warning: packed anyway (--force): ${failure}`);
+  for (const failure of prepared.acceptedFailures ?? [])
+    lines.push(`warning: packed anyway (--accept-accuracy-loss): ${failure}`);
   if (optimization && prepared.startup) {
     const { originalMs, optimizedMs } = prepared.startup;
     lines.push(
@@ -29,7 +30,7 @@ export function accuracyTable(figures: AccuracyFigures): string {
       output.top1Agreement === undefined ? '—' : `${(output.top1Agreement * 100).toFixed(1)} %`,
     ]);
   }
-  const verdict = figures.passed ? 'passed' : 'FAILED (packed with --force)';
+  const verdict = figures.passed ? 'passed' : 'FAILED (packed with --accept-accuracy-loss)';
   return (
     `accuracy gate ${verdict}: ${figures.samples} ${figures.inputs} samples, limits max rel error ` +
     `${figures.limits.maxRelError}, top-1 agreement ${figures.limits.minTop1Agreement}\n${table.toString()}`

@@ -17,6 +17,7 @@ export interface PackCommandOptions {
   exportPath: string;
   archiveFormat: ArchiveFormat;
   force: boolean;
+  acceptAccuracyLoss: boolean;
   optimize: boolean;
   precision?: ModelPrecision;
   keepIoTypes: boolean;
@@ -27,6 +28,9 @@ export interface PackCommandOptions {
 }
 
 export async function runPack(options: PackCommandOptions): Promise<void> {
+  if (options.acceptAccuracyLoss && !options.precision) {
+    throw new UsageError('--accept-accuracy-loss needs --precision: only a converted model has an accuracy gate');
+  }
   const spinner = startSpinner('checking model, config and handler');
   try {
     let preparedModel: PreparedModel | undefined;

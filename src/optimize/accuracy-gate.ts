@@ -173,10 +173,10 @@ export function gateFailures(outputs: readonly OutputAccuracy[], limits: GateLim
   return failures;
 }
 
-/** The refusal pack raises when the gate fails without --force. */
+/** The refusal pack raises when the gate fails without --accept-accuracy-loss. */
 export function accuracyGateError(precision: ModelPrecision, figures: AccuracyFigures): AccuracyGateError {
   const failures = gateFailures(figures.outputs, figures.limits);
   return new AccuracyGateError(
-    `accuracy gate: the ${precision} model differs from the original on ${figures.samples} ${figures.inputs} samples: ${failures.join('; ')}; nothing written (pass --force to pack it anyway)`,
+    `accuracy gate: the ${precision} model differs from the original on ${figures.samples} ${figures.inputs} samples: ${failures.join('; ')}; nothing written (pass --accept-accuracy-loss to pack it anyway)`,
   );
 }

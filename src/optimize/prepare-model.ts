@@ -26,8 +26,12 @@ export interface PrepareModelOptions {
   readonly maxError?: number;
   /** Overrides the precision's default top-1 agreement. */
   readonly minAgreement?: number;
-  /** Pack a model that fails the gate anyway (recorded as `passed: false`). */
-  readonly force?: boolean;
+  /**
+   * Pack a model that fails the gate anyway (recorded as `passed: false`). Its own option, not
+   * pack's `force`: a script that passes --force to replace last build's archive must not
+   * thereby ship a converted model that lost accuracy.
+   */
+  readonly acceptAccuracyLoss?: boolean;
   readonly optimize?: boolean;
   /** The converters; tests pass ones that break a model on purpose. */
   readonly converter?: Converter;
@@ -38,13 +42,13 @@ export interface PreparedModel extends PreparedModelFiles {
   readonly conversion?: string;
   /** Session creation of the served model without and with its optimised graph. */
   readonly startup?: { readonly originalMs: number; readonly optimizedMs: number };
-  /** Limits the model crossed, when `force` packed it anyway. */
-  readonly forcedFailures?: readonly string[];
+  /** Limits the model crossed, when `acceptAccuracyLoss` packed it anyway. */
+  readonly acceptedFailures?: readonly string[];
 }
 
 /**
  * The model work of `pack --precision` and `--optimize`, before anything is written: convert,
- * run the accuracy gate (refusing unless forced), save the optimised graph and time start-up.
+ * run the accuracy gate (refusing unless its loss is accepted), save the optimised graph and time start-up.
  * The given file always stays in the archive: the gate's reference, for `inspect` and for a
  * rollback that needs no re-export.
  */
@@ -61,7 +65,7 @@ export async function prepareModel(options: PrepareModelOptions): Promise<Prepar
   let servedFile: string | undefined;
   let conversion: string | undefined;
   let accuracy: AccuracyFigures | undefined;
-  let forcedFailures: string[] | undefined;
+  let acceptedFailures: string[] | undefined;
 
   if (options.precision) {
     // Loaded only when converting: --optimize alone needs no protobuf code.
@@ -73,8 +77,8 @@ export async function prepareModel(options: PrepareModelOptions): Promise<Prepar
     conversion = converted.summary;
     accuracy = await runGate(options, options.precision, userConfig, original, converted.model);
     const failures = gateFailures(accuracy.outputs, accuracy.limits);
-    if (failures.length > 0 && !options.force) throw accuracyGateError(options.precision, accuracy);
-    if (failures.length > 0) forcedFailures = failures;
+    if (failures.length > 0 && !options.acceptAccuracyLoss) throw accuracyGateError(options.precision, accuracy);
+    if (failures.length > 0) acceptedFailures = failures;
     served = converted.model;
     servedFile = `${stem}.${options.precision}.onnx`;
     files.push({ path: servedFile, content: Buffer.from(served) });
@@ -105,7 +109,7 @@ export async function prepareModel(options: PrepareModelOptions): Promise<Prepar
     },
     ...(conversion ? { conversion } : {}),
     ...(startup ? { startup } : {}),
-    ...(forcedFailures ? { forcedFailures } : {}),
+    ...(acceptedFailures ? { acceptedFailures } : {}),
   };
 }
 

@@ -351,6 +351,13 @@ async function loadStartupModels(
       loaded.add(resolve(archive.path));
       for (const note of model.deviceNotes) logger.info({ model: model.name, version: model.version }, note);
       logger.info({ model: model.name, version: model.version, seconds: model.loadSeconds }, 'model loaded');
+      if (model.manifest.model.accuracy?.passed === false) {
+        const { precision } = model.manifest.model;
+        logger.warn(
+          { model: model.name, version: model.version, precision },
+          `serving a ${precision} conversion that failed its accuracy gate (packed with --accept-accuracy-loss; model-archive inspect shows the figures)`,
+        );
+      }
     }
     if (waiting.length === pending.length) {
       for (const { archive, error } of waiting) fail(archive.spec, archive.path, error);

@@ -5,8 +5,10 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import onnxProto from 'onnx-proto';
+import { pino } from 'pino';
 import { parseManifest } from '../../src/archive/manifest.js';
 import { affineModel, writeModel } from '../fixtures/onnx-models.js';
+import { startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -71,7 +73,7 @@ function pack(model: string, out: string, ...extra: string[]): Promise<Run> {
   ]);
 }
 
-test('pack --precision fp16 refuses a model whose float16 answers overflow, in one line, writing nothing; --force packs it and says so', async (t) => {
+test('pack --precision fp16 refuses a model whose float16 answers overflow, in one line, writing nothing, --force or not; --accept-accuracy-loss packs it and says so', async (t) => {
   const dir = await tempDir(t);
   const model = await writeModel(dir, 'overflow.onnx', overflowingModel());
   const out = join(dir, 'out');
@@ -83,13 +85,38 @@ test('pack --precision fp16 refuses a model whose float16 answers overflow, in o
   assert.match(lines[0] ?? '', /accuracy gate: the fp16 model differs .* output "y" .*\[BS_ERR_ACCURACY_GATE\]$/);
   assert.deepEqual(await readdir(out).catch(() => []), []);
 
+  // --force only replaces an existing archive: a build script's overwrite must not ship the loss.
   const forced = await pack(model, out, '--precision', 'fp16', '--force');
-  assert.equal(forced.code, 0, forced.stderr);
-  assert.match(forced.stdout, /accuracy gate FAILED \(packed with --force\)/);
-  assert.match(forced.stdout, /warning: packed anyway \(--force\): output "y"/);
+  assert.equal(forced.code, 1, forced.stderr);
+  assert.match(forced.stderr, /\[BS_ERR_ACCURACY_GATE\]$/m);
+  assert.deepEqual(await readdir(out).catch(() => []), []);
+
+  const accepted = await pack(model, out, '--precision', 'fp16', '--accept-accuracy-loss');
+  assert.equal(accepted.code, 0, accepted.stderr);
+  assert.match(accepted.stdout, /accuracy gate FAILED \(packed with --accept-accuracy-loss\)/);
+  assert.match(accepted.stdout, /warning: packed anyway \(--accept-accuracy-loss\): output "y"/);
   const manifest = await manifestOf(join(out, 'm'));
   assert.equal(manifest.model.precision, 'fp16');
   assert.equal(manifest.model.accuracy?.passed, false);
+
+  // Serving it says so at start-up, once, as a warning.
+  const logged: { level: number; msg: string; model?: string }[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(JSON.parse(line)) });
+  await startTestServer(t, { models: [`m=${join(out, 'm')}`] }, logger);
+  const warned = logged.filter((line) => /failed its accuracy gate/.test(line.msg));
+  assert.equal(warned.length, 1, JSON.stringify(logged));
+  assert.equal(warned[0]?.model, 'm');
+  assert.match(warned[0]?.msg ?? '', /fp16 conversion .*--accept-accuracy-loss/);
+});
+
+test('pack --accept-accuracy-loss without --precision is a usage error, in one line, writing nothing', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'affine.onnx', affineModel([4]));
+  const out = join(dir, 'out');
+  const result = await pack(model, out, '--accept-accuracy-loss');
+  assert.equal(result.code, 2, result.stderr);
+  assert.match(result.stderr.trim(), /^[^\n]*--accept-accuracy-loss needs --precision[^\n]*$/);
+  assert.deepEqual(await readdir(out).catch(() => []), []);
 });
 
 test('pack --precision fp16 --optimize: the gate figures, precision and optimisation are in the manifest, inspect and verify', async (t) => {
@@ -154,7 +181,8 @@ test('pack --help lists every conversion flag with its default', async () => {
     /--calibration-data <dir> .*default: seeded random/,
     /--max-error <x> .*default: fp16 0\.05, int8/,
     /--min-agreement <fraction> .*default: fp16 0\.98, int8/,
-    /-f, --force .*accuracy gate/,
+    /--accept-accuracy-loss .*accuracy gate .*\(default: false\)/,
+    /-f, --force +replace an existing archive \(default: false\)/,
   ]) {
     assert.match(help.stdout.replace(/\n\s+/g, ' '), pattern);
   }

@@ -11,7 +11,7 @@ import { tempDir } from '../fixtures/temp.js';
 /** A converter whose result is corrupt: y = 2x + 2 where the original answers y = 2x + 1. */
 const corrupting: Converter = () => ({ model: affineModel([4], 'batch', 2), summary: 'corrupted on purpose' });
 
-test('a corrupt conversion is refused with BS_ERR_ACCURACY_GATE; with force it is kept, its failures listed', async (t) => {
+test('a corrupt conversion is refused with BS_ERR_ACCURACY_GATE; with acceptAccuracyLoss it is kept, its failures listed', async (t) => {
   const dir = await tempDir(t);
   const serializedFile = await writeModel(dir, 'affine.onnx', affineModel([4]));
   const configFile = join(dir, 'config.yaml');
@@ -29,22 +29,22 @@ test('a corrupt conversion is refused with BS_ERR_ACCURACY_GATE; with force it i
     },
   );
 
-  const forced = await prepareModel({
+  const accepted = await prepareModel({
     serializedFile,
     configFile,
     precision: 'int8',
     converter: corrupting,
-    force: true,
+    acceptAccuracyLoss: true,
   });
-  assert.equal(forced.servedFile, 'affine.int8.onnx');
+  assert.equal(accepted.servedFile, 'affine.int8.onnx');
   assert.deepEqual(
-    forced.files.map((file) => file.path),
+    accepted.files.map((file) => file.path),
     ['affine.int8.onnx'],
   );
-  assert.equal(forced.conversion, 'corrupted on purpose');
-  assert.equal(forced.manifest.accuracy?.passed, false);
-  assert.equal(forced.manifest.accuracy?.limits.maxRelError, 0.15);
-  assert.equal(forced.forcedFailures?.length, 1);
+  assert.equal(accepted.conversion, 'corrupted on purpose');
+  assert.equal(accepted.manifest.accuracy?.passed, false);
+  assert.equal(accepted.manifest.accuracy?.limits.maxRelError, 0.15);
+  assert.equal(accepted.acceptedFailures?.length, 1);
 
   // A looser --max-error passes the same conversion.
   const loose = await prepareModel({
@@ -55,7 +55,7 @@ test('a corrupt conversion is refused with BS_ERR_ACCURACY_GATE; with force it i
     maxError: 0.5,
   });
   assert.equal(loose.manifest.accuracy?.passed, true);
-  assert.equal(loose.forcedFailures, undefined);
+  assert.equal(loose.acceptedFailures, undefined);
 });
 
 test('--optimize alone keeps the model as served and adds only the optimised graph and its start-up times', async (t) => {
