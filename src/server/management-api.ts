@@ -160,6 +160,10 @@ function describe(model: LoadedModel, options: ManagementOptions): Record<string
     modelUrl: basename(model.archivePath),
     runtime: 'onnxruntime',
     handler: model.manifest.model.handler,
+    // A converted model says so, and whether it passed its accuracy gate: one registered through
+    // this API never shows the start-up warning a failed gate gets.
+    ...(model.manifest.model.precision ? { precision: model.manifest.model.precision } : {}),
+    ...(model.manifest.model.accuracy ? { accuracyGatePassed: model.manifest.model.accuracy.passed } : {}),
     minWorkers: model.instances.length,
     maxWorkers: model.instances.length,
     batchSize: config.max_batch_size,

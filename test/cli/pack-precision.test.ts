@@ -102,11 +102,18 @@ test('pack --precision fp16 refuses a model whose float16 answers overflow, in o
   // Serving it says so at start-up, once, as a warning.
   const logged: { level: number; msg: string; model?: string }[] = [];
   const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(JSON.parse(line)) });
-  await startTestServer(t, { models: [`m=${join(out, 'm')}`] }, logger);
+  const server = await startTestServer(t, { models: [`m=${join(out, 'm')}`] }, logger);
   const warned = logged.filter((line) => /failed its accuracy gate/.test(line.msg));
   assert.equal(warned.length, 1, JSON.stringify(logged));
   assert.equal(warned[0]?.model, 'm');
   assert.match(warned[0]?.msg ?? '', /fp16 conversion .*--accept-accuracy-loss/);
+  // And the management API's description, which a model registered later is seen through.
+  const described = await fetch(`${server.urls.management}/models/m`, {
+    headers: { authorization: 'Bearer test-token' },
+  });
+  const [description] = (await described.json()) as { precision?: string; accuracyGatePassed?: boolean }[];
+  assert.equal(description?.precision, 'fp16');
+  assert.equal(description?.accuracyGatePassed, false);
 });
 
 test('pack --accept-accuracy-loss without --precision is a usage error, in one line, writing nothing', async (t) => {
