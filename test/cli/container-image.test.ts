@@ -334,6 +334,12 @@ function whyNoNamespaces(): string | undefined {
   return probe.status === 0 ? undefined : 'unshare --mount --net, ip or setpriv is not usable here';
 }
 
+/** Fails, saying why, where this machine cannot build the container's namespaces. */
+function assertNamespaces(): void {
+  const why = whyNoNamespaces();
+  assert.equal(why, undefined, `the rehearsal needs a private mount and network namespace: ${why}`);
+}
+
 interface Contained extends Served {
   /** HTTP calls made in turn from inside the container's network namespace. */
   calls(requests: readonly Request[]): Promise<JsonAnswer[]>;
@@ -575,7 +581,7 @@ test("KServe's container args serve a store that is one .mar file under the Infe
 });
 
 test("exactly KServe's container args, in a namespace like the container's: read-only /mnt/models, /tmp, USER, ports 8080-8082 and 8001", async (t) => {
-  assert.equal(whyNoNamespaces(), undefined, 'the rehearsal needs a private mount and network namespace');
+  assertNamespaces();
   const file = await readDockerfile();
   const { folder } = await stores(t);
   const before = await snapshotTree(folder);
@@ -619,7 +625,7 @@ test("exactly KServe's container args, in a namespace like the container's: read
 });
 
 test("the image's CMD, exactly, in the container's namespace: register-by-URL into the read-only /mnt/models is refused before any fetch", async (t) => {
-  assert.equal(whyNoNamespaces(), undefined, 'the rehearsal needs a private mount and network namespace');
+  assertNamespaces();
   const file = await readDockerfile();
   const { folder } = await stores(t);
   const before = await snapshotTree(folder);
