@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import { grpcVsRest } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
+import { serveChild } from './serve-child.js';
 
 const MODEL = 'orientation';
 const PROTOCOLS = ['v2-binary', 'grpc', 'grpc-stream'];
@@ -77,7 +78,7 @@ const settings = {
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 const { demoPackArgs, DEMO_EXAMPLES } = await import('./demo-archive.js');
-const { parseStartupUrls } = await import('../dist/src/server/startup-block.js');
+const { SERVING_NODE_FLAGS } = await import('../dist/src/core/serving-node-flags.js');
 const onCpu = (cpu, args) =>
   settings.pinned ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -90,30 +91,6 @@ function run([command, args]) {
     child.stdout.on('data', (chunk) => (out += chunk));
     child.on('error', reject);
     child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${command} exited ${code}`))));
-  });
-}
-
-/** A `serve` child on CPU 0; resolves once its start-up block names its URLs. */
-function serve(archive, dir) {
-  const child = spawn(
-    ...onCpu(0, [
-      bin,
-      'serve',
-      '--models',
-      `${MODEL}=${archive}`,
-      ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'],
-      ...['--key-file', join(dir, 'management.key'), '--log-level', 'error'],
-    ]),
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const urls = parseStartupUrls(out);
-      if (urls) resolve({ urls, child });
-    });
-    child.once('exit', (code) => reject(new Error(`serve exited ${code} before listening`)));
   });
 }
 
@@ -145,9 +122,9 @@ async function answered(urls) {
 async function measure(server, round, protocol, concurrency) {
   const { warmupMs, windowMs, windows } = settings;
   const options = { urls: server.urls, protocol, concurrency, warmupMs, windowMs, windows };
-  const [cpuBefore, answeredBefore] = [await serverCpuUs(server.child.pid), await answered(server.urls)];
+  const [cpuBefore, answeredBefore] = [await serverCpuUs(server.pid), await answered(server.urls)];
   const result = JSON.parse(await run(onCpu(1, [fileURLToPath(import.meta.url), '--client', JSON.stringify(options)])));
-  const [cpuAfter, answeredAfter] = [await serverCpuUs(server.child.pid), await answered(server.urls)];
+  const [cpuAfter, answeredAfter] = [await serverCpuUs(server.pid), await answered(server.urls)];
   return {
     round,
     protocol,
@@ -171,8 +148,17 @@ try {
   config.runtime = { ...config.runtime, intra_op_threads: 1 };
   await writeFile(join(dir, 'model-config.yaml'), stringify(config));
   await run(onCpu(0, [bin, ...demoPackArgs({ exportPath: dir, configFile: join(dir, 'model-config.yaml') })]));
-  server = await serve(join(dir, `${MODEL}.mar`), dir);
-  record.settings.serverThreadCpus = await threadCpus(server.child.pid);
+  // With the serving flags on Node's command line `serve` serves in this very process, whose
+  // CPU and threads are then the server's (without them it starts Node again, and the pid
+  // measured is the launcher's).
+  server = await serveChild({
+    name: MODEL,
+    archive: join(dir, `${MODEL}.mar`),
+    dir,
+    pinned: settings.pinned,
+    nodeFlags: SERVING_NODE_FLAGS,
+  });
+  record.settings.serverThreadCpus = await threadCpus(server.pid);
   console.log(grpcVsRest.header(record));
   for (let round = 1; round <= settings.rounds; round++) {
     const order = PROTOCOLS.map((_, index) => PROTOCOLS[(index + round - 1) % PROTOCOLS.length]);
@@ -235,10 +221,6 @@ try {
       ),
   );
 } finally {
-  if (server) {
-    const exited = new Promise((resolve) => server.child.once('exit', resolve));
-    server.child.kill('SIGTERM');
-    await exited;
-  }
+  await server?.stop();
   await rm(dir, { recursive: true, force: true });
 }

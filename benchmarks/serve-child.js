@@ -11,8 +11,10 @@ const { RemoteTarget } = await import('../dist/src/bench/targets.js');
 
 /**
  * Starts `serve --models name=archive` (Node started with `nodeFlags`, `env` added to this
- * process's) and resolves once it listens, with its URLs, its bench target and `stop()`
- * (SIGTERM, then the exit).
+ * process's) and resolves once it listens, with its URLs, its bench target, its `pid` and
+ * `stop()` (SIGTERM, then the exit). The pid is the server's own only when `nodeFlags` carry
+ * SERVING_NODE_FLAGS (or `env` marks it launched): otherwise `serve` starts Node again with
+ * them, and the pid is the launcher's, which uses no CPU to speak of (/proc figures read 0).
  */
 export async function serveChild({ name, archive, dir, pinned, nodeFlags = [], env = {} }) {
   const keyFile = join(dir, `${name}.key`);
@@ -42,6 +44,7 @@ export async function serveChild({ name, archive, dir, pinned, nodeFlags = [], e
     urls,
     management,
     target,
+    pid: child.pid,
     async stop() {
       await target.close();
       const exited = new Promise((resolve) => child.once('exit', resolve));
