@@ -63,7 +63,8 @@ const RAISE_SHARE = 0.75;
  * than the limit allowed before it) cuts at once: the raise was the cause. The demo at 64 in
  * flight, where the limit binds, three alternating runs each: waiting for later answers after
  * a raise too, p99 98–124 ms against 87–90 ms; with this exception, 85–100 ms against 88–100
- * ms, and a fifth fewer refused.
+ * ms, and a fifth fewer refused. Lateness this limit lets pass (stalls, and a slowest no deeper
+ * than a cut would leave) is TailCap's (tail-cap.ts), judged on the p99.
  */
 export class AdmissionLimit {
   #rows = Infinity;

@@ -13,6 +13,7 @@ import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
 import { OnlineCostFit, type CostFit } from './cost-fit.js';
 import { AdmissionLimit, plannedMs } from './admission-limit.js';
+import { TailCap } from './tail-cap.js';
 import { batchMsOn, expectedCompletion, predictsCost } from './expected-completion.js';
 import { processCoreShare, type CoreShare } from './core-share.js';
 import { Pace } from './pace.js';
@@ -168,6 +169,7 @@ export class Batcher {
   #lastLearning: ShapeLearning | undefined;
   /** Adaptive: the rows a request may have ahead of it, learnt from how long admitted ones took. */
   #limit: AdmissionLimit | undefined;
+  #tailCap: TailCap | undefined;
   /** The max_latency (µs) the limit was learnt for. */
   #limitForUs = Number.NaN;
   /**
@@ -226,7 +228,7 @@ export class Batcher {
 
   /** `max_queue_delay: auto`: the most rows a request may have ahead of it (admission-limit.ts); Infinity while unlimited. */
   get admissionLimitRows(): number {
-    return this.#limit?.rows ?? Infinity;
+    return Math.min(this.#limit?.rows ?? Infinity, this.#tailCap?.rows ?? Infinity);
   }
 
   /**
@@ -437,7 +439,8 @@ export class Batcher {
   ): number | LatencyBudgetError {
     const { adaptive, maxBatchSize } = this.#policy;
     const limit = this.#limit;
-    if (adaptive === undefined || limit === undefined || this.#flushing) return 0;
+    const tailCap = this.#tailCap;
+    if (adaptive === undefined || limit === undefined || tailCap === undefined || this.#flushing) return 0;
     let queuedAhead = this.#reservedRows;
     for (let index = 0; index < level; index++) queuedAhead += this.#queuedRowsAtLevel[index] as number;
     const ahead = queuedAhead + this.#runningRows;
@@ -446,6 +449,12 @@ export class Batcher {
     if (!limit.admits(ahead, rows)) {
       return this.#refusal(
         `${ahead} rows ahead, more than the ${limit.rows} recent answers allow within max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
+        queuedAhead,
+      );
+    }
+    if (!tailCap.admits(ahead, rows)) {
+      return this.#refusal(
+        `${ahead} rows ahead and ${rows} of its own, more than the ${tailCap.rows} that keep recent answers' p99 within max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
         queuedAhead,
       );
     }
@@ -491,6 +500,7 @@ export class Batcher {
   #keepLimitFor(policy: BatchingPolicy): void {
     if (policy.adaptive === undefined || policy.adaptive.maxLatencyUs === this.#limitForUs) return;
     this.#limit = new AdmissionLimit(plannedMs(policy.adaptive.maxLatencyUs));
+    this.#tailCap = new TailCap(policy.adaptive.maxLatencyUs / 1000, plannedMs(policy.adaptive.maxLatencyUs));
     this.#limitForUs = policy.adaptive.maxLatencyUs;
   }
 
@@ -696,7 +706,9 @@ export class Batcher {
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
     if (!Number.isNaN(pending.admittedAt)) {
-      this.#limit?.answered(pending.admittedAt, this.#clock.now(), pending.ahead, this.#rowMs);
+      const now = this.#clock.now();
+      this.#limit?.answered(pending.admittedAt, now, pending.ahead, this.#rowMs);
+      this.#tailCap?.answered(pending.admittedAt, now, pending.ahead, pending.rows);
     }
     if (result.response instanceof Error) {
       pending.reject(result.response);

@@ -585,6 +585,35 @@ test("AdmissionLimit: none until answers admitted after the first late window ar
   assert.equal(limit.rows, 32);
 });
 
+/**
+ * `count` closed-loop clients, each sending again once answered (client i sends i, i + count,
+ * …); one turned away stops there (it would wait out Retry-After). `stop()` ends every loop
+ * after its request in flight; `done()` resolves when all have ended.
+ */
+function closedLoop(send: (value: number) => Promise<unknown>, count: number) {
+  let open = true;
+  const refusals: Error[] = [];
+  const client = async (first: number): Promise<void> => {
+    for (let sent = first; open; sent += count) {
+      const refused = await send(sent).then(
+        () => undefined,
+        (error: Error) => error,
+      );
+      if (refused === undefined) continue;
+      refusals.push(refused);
+      return;
+    }
+  };
+  const clients = Array.from({ length: count }, (_, index) => client(index));
+  return {
+    refusals,
+    stop: (): void => {
+      open = false;
+    },
+    done: (): Promise<void[]> => Promise.all(clients),
+  };
+}
+
 test("the admission limit refuses what measured answers say would be late where the line's prediction would not", async () => {
   // T(B) = 5 + 0.5·B as the instance reports it, but every batch holds it 8 ms a row (a
   // machine far slower than the line, past what the pace follows: it counts a batch 4× the
@@ -612,28 +641,48 @@ test("the admission limit refuses what measured answers say would be late where 
   // admitted before the first window was judged and do not count; of the 24 that do, the
   // slowest, 184 ms after admission with 15 rows ahead, was 104 ms late at 8 ms a row: 13
   // rows fewer than the 22 the most had ahead leaves 9.
-  let open = true;
-  const refusals: Error[] = [];
-  const client = async (first: number): Promise<void> => {
-    for (let sent = first; open; sent += 16) {
-      // A client turned away stops here (it would wait out Retry-After).
-      const refused = await submit(100 + sent).then(
-        () => undefined,
-        (error: Error) => error,
-      );
-      if (refused === undefined) continue;
-      refusals.push(refused);
-      return;
-    }
-  };
-  const clients = Array.from({ length: 16 }, (_, index) => client(index));
+  const clients = closedLoop((value) => submit(100 + value), 16);
+  const refusals = clients.refusals;
   for (let batch = 0; batch < 4; batch++) await slow();
   assert.equal(batcher.admissionLimitRows, 9);
-  open = false;
+  clients.stop();
   for (let batch = 0; batch < 2; batch++) await slow();
-  await Promise.all([...burst, ...clients]);
+  await Promise.all([...burst, clients.done()]);
   assert.ok(refusals.every((error) => /rows ahead, more than the 9 recent answers allow/.test(error.message)));
   assert.ok(refusals.length > 0, 'the limit turned clients away');
+});
+
+test('the p99 cap turns clients away where batches stretch now and then, lateness the admission limit lets pass', async () => {
+  const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 100_000 });
+  // 16 clients sending again once answered, batches of 8: one runs while the next 8 queue. A
+  // batch holds the instance 20 ms, every eighth 90 ms (the main thread busy on a shared core):
+  // its rows, and those of the batch after it, which queued behind it, answer 110 ms after
+  // admission: a quarter of the answers are late.
+  let batches = 0;
+  const next = async (): Promise<void> => {
+    await settle();
+    fake.tick(++batches % 8 === 0 ? 90 : 20);
+    runner.release();
+    await settle();
+  };
+  const clients = closedLoop((value) => submit(value), 16);
+  const refusals = clients.refusals;
+  for (let batch = 0; batch < 40; batch++) await next();
+  // The 200 answers' p99, 110 ms (a row that queued behind a stretched batch: 90 + 20 ms),
+  // scales the 16 rows they went through: 16 × 80/110 = 11.6. The admission limit took every
+  // late window of 32 for a stall and never cut: the late answers of the window after it were
+  // admitted before it ended, and the ones admitted since were on time.
+  assert.equal(batcher.admissionLimitRows, 11);
+  clients.stop();
+  for (let batch = 0; batch < 4; batch++) await next();
+  await clients.done();
+  assert.ok(refusals.length > 0, 'the cap turned clients away');
+  for (const refusal of refusals) {
+    assert.match(
+      refusal.message,
+      /11 rows ahead and 1 of its own, more than the 11 that keep recent answers' p99 within max_latency 100 ms/,
+    );
+  }
 });
 
 test('the budget check costs a batch what recent batches held their instance, dispatch to answer, not their compute time alone', async () => {

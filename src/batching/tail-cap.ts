@@ -1,0 +1,83 @@
+/** Answers the cap is judged on at a time: their p99 is the third slowest. */
+const HORIZON = 200;
+/** The index of the p99 among HORIZON latencies sorted. */
+const P99_AT = Math.floor(0.99 * (HORIZON - 1));
+/** A cap that turned requests away rises at most this many times at once. */
+const MAX_GROWTH = 1.25;
+/**
+ * The cap rises only while the p99 is under this share of the planned part of max_latency. Raised
+ * whenever the p99 was under the planned part itself, it went from 9 rows to 13 in two horizons
+ * and was past the budget again in the third (the demo at 16 in flight): 200 answers' p99 is
+ * too noisy to aim at the edge.
+ */
+const RAISE_SHARE = 0.75;
+
+/**
+ * The p99 half of `max_queue_delay: auto`'s latency budget: a cap on the rows ahead of a
+ * request (its own included), set from the 99th percentile of how long answered requests took,
+ * admission to answer, over the last HORIZON answers. AdmissionLimit judges every 32 answers by
+ * their slowest and lets lateness pass that the queue's depth does not explain (a stall every
+ * request in flight sat through, or a slowest with no more rows ahead than a cut would leave).
+ * Where such stalls are routine — batches stretched by the main thread's HTTP work on the core
+ * the instance shares — one window in three to five is late, never two in a row, and that limit
+ * never cuts while the p99 sits past the budget: the demo at 16 in flight, p50 55–62 ms and p99
+ * 112–151 ms with nothing refused (docs/benchmarks.md). Fewer rows in flight still shorten
+ * those stretched batches and what waits behind them, so the cap counts every answer:
+ *
+ * - a horizon whose p99 is past `max_latency` scales the most rows any of its answers went
+ *   through (rows ahead and its own) by the planned share of max_latency ÷ that p99, and only
+ *   answers admitted after that judge the cut;
+ * - a horizon in which the cap turned requests away, with a p99 under RAISE_SHARE of the
+ *   planned share, raises it the same way towards that mark, by a row at least and at most a
+ *   quarter at once;
+ * - in between it holds.
+ *
+ * It starts only once the p99 is past the budget, so where the budget holds it never binds.
+ */
+export class TailCap {
+  #rows = Infinity;
+  readonly #latencies = new Float64Array(HORIZON);
+  #count = 0;
+  #mostThrough = 0;
+  #refused = false;
+  /** Answers admitted before this moment (the batcher's clock, ms) do not count: they queued behind the old cap. */
+  #since = -Infinity;
+
+  /** `budgetMs`: max_latency; `plannedMs`: the share of it auto plans answers in. */
+  constructor(
+    readonly budgetMs: number,
+    readonly plannedMs: number,
+  ) {}
+
+  /** The most rows a request may have ahead of it with its own; Infinity until a p99 was past the budget. */
+  get rows(): number {
+    return this.#rows;
+  }
+
+  /** Whether a request of `rows` with `ahead` rows in front of it may join; one with nothing ahead always may. */
+  admits(ahead: number, rows: number): boolean {
+    if (ahead === 0 || ahead + rows <= this.#rows) return true;
+    this.#refused = true;
+    return false;
+  }
+
+  /** A request of `rows` admitted at `admittedAtMs` with `ahead` rows ahead was answered at `answeredAtMs`. */
+  answered(admittedAtMs: number, answeredAtMs: number, ahead: number, rows: number): void {
+    const latencyMs = answeredAtMs - admittedAtMs;
+    if (!Number.isFinite(latencyMs) || admittedAtMs < this.#since) return;
+    this.#latencies[this.#count++] = latencyMs;
+    if (ahead + rows > this.#mostThrough) this.#mostThrough = ahead + rows;
+    if (this.#count < HORIZON) return;
+    const p99 = this.#latencies.sort()[P99_AT] as number;
+    if (p99 > this.budgetMs) {
+      this.#rows = Math.max(1, Math.min(this.#rows, Math.floor((this.#mostThrough * this.plannedMs) / p99)));
+      this.#since = answeredAtMs;
+    } else if (this.#refused && p99 < RAISE_SHARE * this.plannedMs) {
+      const room = Math.floor((this.#rows * RAISE_SHARE * this.plannedMs) / Math.max(p99, 1e-3));
+      this.#rows = Math.max(this.#rows + 1, Math.min(room, Math.ceil(this.#rows * MAX_GROWTH)));
+    }
+    this.#count = 0;
+    this.#mostThrough = 0;
+    this.#refused = false;
+  }
+}
