@@ -8,7 +8,8 @@
  * the demo model that was a mark-compact every 300 ms even at one request in flight, whose
  * incremental steps held the main thread up to 25 ms. A floor of 64 MB under the limit leaves
  * room: one mark-compact in 10 s at one request in flight, half the time collecting, and a p99
- * 0.77 × the default's (docs/benchmarks.md, "The server's heap"; at concurrency 64 it does little). The flag may not go
+ * 0.58–0.77 × the default's in two runs (docs/benchmarks.md, "The server's heap"; at concurrency
+ * 64 it does little). The flag may not go
  * in NODE_OPTIONS, and set at run time (v8.setFlagsFromString) it does not act: it has to be on
  * Node's command line.
  */
