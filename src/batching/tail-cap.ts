@@ -19,10 +19,11 @@ const RAISE_SHARE = 0.75;
  * their slowest and lets lateness pass that the queue's depth does not explain (a stall every
  * request in flight sat through, or a slowest with no more rows ahead than a cut would leave).
  * Where such stalls are routine — batches stretched by the main thread's HTTP work on the core
- * the instance shares — one window in three to five is late, never two in a row, and that limit
- * never cuts while the p99 sits past the budget: the demo at 16 in flight, p50 55–62 ms and p99
- * 112–151 ms with nothing refused (docs/benchmarks.md). Fewer rows in flight still shorten
- * those stretched batches and what waits behind them, so the cap counts every answer:
+ * the instance shares — a window is late now and then (5 of about 35 in one traced 8 s run),
+ * never two in a row, and that limit never cuts while the p99 sits past the budget: the demo at
+ * 16 in flight, six runs, p50 42–56 ms and p99 77–152 ms with almost nothing refused
+ * (docs/benchmarks.md, ninth pass). Fewer rows in flight still shorten those stretched batches
+ * and what waits behind them, so the cap counts every answer:
  *
  * - a horizon whose p99 is past `max_latency` scales the most rows any of its answers went
  *   through (rows ahead and its own) by the planned share of max_latency ÷ that p99, and only
