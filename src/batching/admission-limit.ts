@@ -1,3 +1,5 @@
+import { RowCap } from './row-cap.js';
+
 /** Answered requests the limit is judged on at a time. */
 const WINDOW = 32;
 /**
@@ -66,15 +68,13 @@ const RAISE_SHARE = 0.75;
  * ms, and a fifth fewer refused. Lateness this limit lets pass (stalls, and a slowest no deeper
  * than a cut would leave) is TailCap's (tail-cap.ts), judged on the p99.
  */
-export class AdmissionLimit {
-  #rows = Infinity;
+export class AdmissionLimit extends RowCap {
   #answered = 0;
   /** The window's slowest answer: its latency, its rows ahead, and what a row cost then. */
   #slowestMs = 0;
   #slowestAhead = 0;
   #slowestRowMs = Number.NaN;
   #mostAhead = 0;
-  #refused = false;
   /** Answers in the window admitted at or after `#since`: the ones it is judged on. */
   #judged = 0;
   /**
@@ -86,18 +86,9 @@ export class AdmissionLimit {
   /** The limit before its last raise, until a cut: rows ahead only that raise admitted start at it. */
   #raisedFrom = Infinity;
 
-  constructor(readonly targetMs: number) {}
-
-  /** The most rows a request may have ahead of it with its own; Infinity until an answer was late. */
-  get rows(): number {
-    return this.#rows;
-  }
-
-  /** Whether a request of `rows` with `ahead` rows in front of it may join; one with nothing ahead always may. */
-  admits(ahead: number, rows: number): boolean {
-    if (ahead === 0 || ahead + rows <= this.#rows) return true;
-    this.#refused = true;
-    return false;
+  /** No limit (Infinity) until an answer was late. */
+  constructor(readonly targetMs: number) {
+    super();
   }
 
   /**
@@ -123,7 +114,7 @@ export class AdmissionLimit {
     this.#judged = 0;
     this.#slowestMs = 0;
     this.#mostAhead = 0;
-    this.#refused = false;
+    this.turnedAway = false;
   }
 
   /** A window with answers to judge it on ended at `nowMs`: cut, raise or hold. */
@@ -139,7 +130,7 @@ export class AdmissionLimit {
       }
       const wanted = this.#wantedRows(this.targetMs);
       if (wanted < this.#slowestAhead) {
-        this.#rows = Math.min(this.#rows, Math.max(1, wanted));
+        this.capRows = Math.min(this.capRows, Math.max(1, wanted));
         this.#raisedFrom = Infinity;
         // Answers already in flight queued behind the old limit: the cut is judged on later ones.
         this.#since = nowMs;
@@ -148,9 +139,9 @@ export class AdmissionLimit {
     }
     this.#since = Number.NaN;
     const raiseMs = RAISE_SHARE * this.targetMs;
-    if (this.#refused && this.#slowestMs <= raiseMs) {
-      this.#raisedFrom = this.#rows;
-      this.#rows = Math.max(this.#rows + 1, Math.min(this.#wantedRows(raiseMs), this.#rows * MAX_GROWTH));
+    if (this.turnedAway && this.#slowestMs <= raiseMs) {
+      this.#raisedFrom = this.capRows;
+      this.capRows = Math.max(this.capRows + 1, Math.min(this.#wantedRows(raiseMs), this.capRows * MAX_GROWTH));
     }
   }
 

@@ -169,8 +169,9 @@ export class Batcher {
   #lastLearning: ShapeLearning | undefined;
   /** Adaptive: the rows a request may have ahead of it, learnt from how long admitted ones took. */
   #limit: AdmissionLimit | undefined;
+  /** Adaptive: the same, learnt from the p99 of answered requests; the tighter of the two binds. */
   #tailCap: TailCap | undefined;
-  /** The max_latency (µs) the limit was learnt for. */
+  /** The max_latency (µs) the limit and the cap were learnt for. */
   #limitForUs = Number.NaN;
   /**
    * What a queued row costs the queue now, ms: recent batches' dispatch-to-answer time a row,
@@ -226,7 +227,7 @@ export class Batcher {
     return this.#policy;
   }
 
-  /** `max_queue_delay: auto`: the most rows a request may have ahead of it (admission-limit.ts); Infinity while unlimited. */
+  /** `max_queue_delay: auto`: the most rows a request may have ahead of it (admission-limit.ts, tail-cap.ts); Infinity while unlimited. */
   get admissionLimitRows(): number {
     return Math.min(this.#limit?.rows ?? Infinity, this.#tailCap?.rows ?? Infinity);
   }
@@ -500,7 +501,7 @@ export class Batcher {
   #keepLimitFor(policy: BatchingPolicy): void {
     if (policy.adaptive === undefined || policy.adaptive.maxLatencyUs === this.#limitForUs) return;
     this.#limit = new AdmissionLimit(plannedMs(policy.adaptive.maxLatencyUs));
-    this.#tailCap = new TailCap(policy.adaptive.maxLatencyUs / 1000, plannedMs(policy.adaptive.maxLatencyUs));
+    this.#tailCap = new TailCap(policy.adaptive.maxLatencyUs);
     this.#limitForUs = policy.adaptive.maxLatencyUs;
   }
 

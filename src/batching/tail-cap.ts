@@ -1,3 +1,6 @@
+import { plannedMs } from './admission-limit.js';
+import { RowCap } from './row-cap.js';
+
 /** Answers the cap is judged on at a time: their p99 is the third slowest. */
 const HORIZON = 200;
 /** The index of the p99 among HORIZON latencies sorted. */
@@ -35,31 +38,23 @@ const RAISE_SHARE = 0.75;
  *
  * It starts only once the p99 is past the budget, so where the budget holds it never binds.
  */
-export class TailCap {
-  #rows = Infinity;
+export class TailCap extends RowCap {
   readonly #latencies = new Float64Array(HORIZON);
   #count = 0;
   #mostThrough = 0;
-  #refused = false;
   /** Answers admitted before this moment (the batcher's clock, ms) do not count: they queued behind the old cap. */
   #since = -Infinity;
 
-  /** `budgetMs`: max_latency; `plannedMs`: the share of it auto plans answers in. */
-  constructor(
-    readonly budgetMs: number,
-    readonly plannedMs: number,
-  ) {}
+  /** max_latency, ms. */
+  readonly budgetMs: number;
+  /** The share of it auto plans answers in, ms (admission-limit.ts). */
+  readonly targetMs: number;
 
-  /** The most rows a request may have ahead of it with its own; Infinity until a p99 was past the budget. */
-  get rows(): number {
-    return this.#rows;
-  }
-
-  /** Whether a request of `rows` with `ahead` rows in front of it may join; one with nothing ahead always may. */
-  admits(ahead: number, rows: number): boolean {
-    if (ahead === 0 || ahead + rows <= this.#rows) return true;
-    this.#refused = true;
-    return false;
+  /** No cap (Infinity) until a p99 was past `maxLatencyUs`. */
+  constructor(maxLatencyUs: number) {
+    super();
+    this.budgetMs = maxLatencyUs / 1000;
+    this.targetMs = plannedMs(maxLatencyUs);
   }
 
   /** A request of `rows` admitted at `admittedAtMs` with `ahead` rows ahead was answered at `answeredAtMs`. */
@@ -71,14 +66,14 @@ export class TailCap {
     if (this.#count < HORIZON) return;
     const p99 = this.#latencies.sort()[P99_AT] as number;
     if (p99 > this.budgetMs) {
-      this.#rows = Math.max(1, Math.min(this.#rows, Math.floor((this.#mostThrough * this.plannedMs) / p99)));
+      this.capRows = Math.max(1, Math.min(this.capRows, Math.floor((this.#mostThrough * this.targetMs) / p99)));
       this.#since = answeredAtMs;
-    } else if (this.#refused && p99 < RAISE_SHARE * this.plannedMs) {
-      const room = Math.floor((this.#rows * RAISE_SHARE * this.plannedMs) / Math.max(p99, 1e-3));
-      this.#rows = Math.max(this.#rows + 1, Math.min(room, Math.ceil(this.#rows * MAX_GROWTH)));
+    } else if (this.turnedAway && p99 < RAISE_SHARE * this.targetMs) {
+      const room = Math.floor((this.capRows * RAISE_SHARE * this.targetMs) / Math.max(p99, 1e-3));
+      this.capRows = Math.max(this.capRows + 1, Math.min(room, Math.ceil(this.capRows * MAX_GROWTH)));
     }
     this.#count = 0;
     this.#mostThrough = 0;
-    this.#refused = false;
+    this.turnedAway = false;
   }
 }

@@ -17,7 +17,7 @@ function horizon(cap: TailCap, startMs: number, ms: number, through: number, slo
 }
 
 test('TailCap: none while the p99 holds the budget; cut in proportion when it does not; raised only while it turns requests away with the p99 under three quarters of the plan', () => {
-  const cap = new TailCap(100, 80);
+  const cap = new TailCap(100_000);
   let now = horizon(cap, 0, 50, 16, 99, 2);
   assert.equal(cap.rows, Infinity, 'two answers of 200 over 80 ms but none over 100: the p99 holds, no cap');
   assert.ok(cap.admits(500, 1));
