@@ -38,8 +38,10 @@ test('bench --url grpc://… drives a running server over gRPC; the protocol fol
   for (const report of runs) {
     const [point] = report.points;
     assert.deepEqual([point?.requests, point?.errorCount], [30, 0], JSON.stringify(point?.errors));
-    // The statistics came over gRPC as well.
-    assert.ok((point?.serverSide?.requests ?? 0) >= 30, JSON.stringify(point?.serverSide));
+    // The statistics came over gRPC as well. They are read on their own channel while the
+    // load runs, so up to one answer per connection (2) can land on either side of the
+    // first read: the CI run on 337ca50 counted 28.
+    assert.ok((point?.serverSide?.requests ?? 0) >= 30 - 2, JSON.stringify(point?.serverSide));
   }
 });
 
