@@ -11,8 +11,11 @@
 // (runSweep), which switches it between the configurations (delays 0, 1ms, 2ms, 5ms, 10ms and
 // auto) through the management API as `bench --delays` does: every ratio compares points of one
 // sweep on one server. One load level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
-// (Poisson) at 80 % of the highest throughput a fixed delay reached at concurrency 64 in that
-// round (at 90 % the rate sat so close to some servers' capacity that their queues ran away).
+// (Poisson) at 70 % of the highest throughput a fixed delay reached at concurrency 64 in that
+// round. At 90 %, and on the slower machines of later passes at 80 %, the rate sat at the
+// server's capacity: delay 0's queue ran away (p99 222–537 ms in five of six rounds of the
+// ninth pass), so no configuration could answer all of it within the budget, and the level
+// measured overload (benchmarks/overload.js's subject) instead of a sustained load.
 // Each level runs every configuration four times, interleaved A B B A (measureSlices), and every ratio
 // compares figures of the same round, against the fixed delay that did best in the other rounds
 // (summarize); the summary takes the median over rounds. Aims (AIMS):
@@ -42,7 +45,7 @@ const STATIC_DELAYS_US = [0, 1000, 2000, 5000, 10_000];
 const MAX_LATENCY_MS = 100;
 const CONCURRENCY = [1, 4, 16, 64];
 /** The open-loop rate, as a share of the best fixed delay's throughput at the highest concurrency. */
-const RATE_SHARE = 0.8;
+const RATE_SHARE = 0.7;
 
 const flags = benchFlags('adaptive');
 const settings = {

@@ -244,7 +244,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const options = {
     delays: [0, 1000, 2000, 5000, 10_000],
     concurrency: [1, 4, 16, 64],
-    rateShare: 0.8,
+    rateShare: 0.7,
     maxLatencyMs: 100,
     variation,
   };
