@@ -74,7 +74,9 @@ test('bench --url reads the statistics of the version that served, not model_sta
     assert.deepEqual(point.versions, { '2': 160 }, 'every answer named version 2');
     const side = point.serverSide;
     assert.equal(side?.version, '2');
-    assert.ok(side && side.requests >= 160 && side.executions > 0, JSON.stringify(side));
+    // The statistics are read on a connection of their own while the load runs, so up to one
+    // answer per connection in flight (8 at c=8) can fall on either side of the first read.
+    assert.ok(side && side.requests >= 160 - 8 && side.executions > 0, JSON.stringify(side));
     assert.ok(side.averageBatch >= 1 && side.computeMsPerRequest > 0, JSON.stringify(side));
   }
   // c=1 ran passes of one row and c=8 fuller ones: two batch sizes, so version 2's line was fitted.
@@ -97,8 +99,9 @@ test('a split: both versions answered, bench says so and reads the version that 
   const most = one >= two ? '1' : '2';
   const side = point?.serverSide;
   assert.equal(side?.version, most);
-  // That version's counters alone: at least its own answers, fewer than both versions' together.
-  assert.ok(side && side.requests >= Math.max(one, two) && side.requests < 80, JSON.stringify({ side, versions }));
+  // That version's counters alone: its own answers (less the 4 that can be in flight as the
+  // statistics are first read, as above), fewer than both versions' together.
+  assert.ok(side && side.requests >= Math.max(one, two) - 4 && side.requests < 80, JSON.stringify({ side, versions }));
   assert.ok(
     report.warnings.some((warning) => warning.startsWith('several model versions answered 1 point(s)')),
     JSON.stringify(report.warnings),
