@@ -55,10 +55,8 @@ export interface LoadOptions {
   readonly keepHistogram?: boolean;
 }
 
-export interface WindowProgress {
+export interface WindowProgress extends WindowFigures {
   readonly windows: number;
-  readonly throughput: number;
-  readonly p99Ms: number;
 }
 
 export interface LoadResult {
@@ -90,15 +88,20 @@ export interface LoadResult {
 export interface WindowFigures {
   readonly throughput: number;
   readonly p99Ms: number;
+  /** Requests that completed in the window, any outcome. */
+  readonly completed: number;
 }
 
 /**
  * Whether the last `minWindows` windows agree: throughput and p99 each within ±`pct`% of
- * their mean over those windows.
+ * their mean over those windows. A window in which nothing completed measured nothing (the
+ * server stalled, or is still working through the warm-up's queue): two such windows agree
+ * on 0 req/s and p99 0, which says nothing about the load, so they are never stable.
  */
 export function isStable(windows: readonly WindowFigures[], minWindows: number, pct: number): boolean {
   if (minWindows < 1 || windows.length < minWindows) return false;
   const last = windows.slice(-minWindows);
+  if (last.some((window) => window.completed === 0)) return false;
   const within = (values: number[]): boolean => {
     const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
     return values.every((value) => Math.abs(value - mean) <= (mean * pct) / 100);
@@ -166,20 +169,26 @@ async function measure(engines: EngineHandle[], rowsPerRequest: number, options:
     windowStart = now;
     const histogram = newHistogram();
     let windowSuccesses = 0;
+    let windowErrors = 0;
     for (const sample of samples) {
       histogram.add(sample.histogram);
       windowSuccesses += sample.successes;
       for (const [kind, count] of Object.entries(sample.errors)) {
         errors[kind] = (errors[kind] ?? 0) + count;
-        errorCount += count;
+        windowErrors += count;
       }
       for (const [version, count] of Object.entries(sample.versions))
         versions[version] = (versions[version] ?? 0) + count;
     }
     total.add(histogram);
     successes += windowSuccesses;
+    errorCount += windowErrors;
     windows += 1;
-    const figures = { throughput: windowSuccesses / seconds, p99Ms: histogram.getValueAtPercentile(99) / 1000 };
+    const figures = {
+      throughput: windowSuccesses / seconds,
+      p99Ms: histogram.getValueAtPercentile(99) / 1000,
+      completed: windowSuccesses + windowErrors,
+    };
     // A last window cut short by maxRequests is measured but not compared.
     if (!ended || seconds >= (0.9 * options.windowMs) / 1000) fullWindows.push(figures);
     options.onWindow?.({ windows, ...figures });

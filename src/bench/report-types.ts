@@ -115,6 +115,11 @@ export interface WindowVariation {
   readonly limitPct: number;
   readonly throughputPct: number;
   readonly p99Pct: number;
+  /**
+   * Of the compared windows, those in which no request completed: they measured nothing, so
+   * the rule never calls them stable. Absent in reports written before it was counted.
+   */
+  readonly emptyWindows?: number;
 }
 
 /**

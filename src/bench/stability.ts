@@ -19,6 +19,7 @@ export function windowVariation(
     limitPct,
     throughputPct: spreadPct(last.map((window) => window.throughput)),
     p99Pct: spreadPct(last.map((window) => window.p99Ms)),
+    emptyWindows: last.filter((window) => window.completed === 0).length,
   };
 }
 
@@ -31,10 +32,13 @@ function spreadPct(values: readonly number[]): number {
 
 /**
  * The figures that broke the rule, for the table's `stable` column: "p99 ±23%",
- * "req/s ±14%, p99 ±31%", or "2 of 3 windows" when the run ended before the rule could judge.
+ * "req/s ±14%, p99 ±31%", "2 of 3 windows" when the run ended before the rule could judge, or
+ * "1 of 3 windows empty" when nothing completed in some of them.
  */
 export function instabilityReason(variation: WindowVariation): string {
   if (variation.compared < variation.required) return `${variation.compared} of ${variation.required} windows`;
+  const empty = variation.emptyWindows ?? 0;
+  if (empty > 0) return `${empty} of ${variation.required} windows empty`;
   const figures: [string, number][] = [
     ['req/s', variation.throughputPct],
     ['p99', variation.p99Pct],

@@ -190,9 +190,9 @@ async function measurePoint(
       gpu?.start();
       windowStart = performance.now();
     },
-    onWindow: ({ throughput, p99Ms }) => {
+    onWindow: ({ throughput, p99Ms, completed }) => {
       const now = performance.now();
-      if (now - windowStart >= FULL_WINDOW * options.load.windowMs) fullWindows.push({ throughput, p99Ms });
+      if (now - windowStart >= FULL_WINDOW * options.load.windowMs) fullWindows.push({ throughput, p99Ms, completed });
       windowStart = now;
       options.onProgress?.({ ...progress, throughput, p99Ms });
     },

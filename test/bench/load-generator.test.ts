@@ -299,17 +299,51 @@ test('requests slower than the timeout count as "timeout", in both loops', async
 
 test('the stability rule: throughput and p99 of the last windows within ±pct of their mean', () => {
   const steady = [
-    { throughput: 50, p99Ms: 90 },
-    { throughput: 100, p99Ms: 10 },
-    { throughput: 104, p99Ms: 10.5 },
-    { throughput: 97, p99Ms: 9.6 },
+    { throughput: 50, p99Ms: 90, completed: 10 },
+    { throughput: 100, p99Ms: 10, completed: 10 },
+    { throughput: 104, p99Ms: 10.5, completed: 10 },
+    { throughput: 97, p99Ms: 9.6, completed: 10 },
   ];
   assert.equal(isStable(steady, 3, 10), true);
   assert.equal(isStable(steady, 4, 10), false, 'the first window is off');
   assert.equal(isStable(steady, 3, 3), false);
   assert.equal(isStable(steady.slice(0, 2), 3, 10), false, 'too few windows');
-  assert.equal(isStable([...steady, { throughput: 100, p99Ms: 14 }], 3, 10), false, 'p99 drifted');
-  assert.equal(isStable([...steady, { throughput: 130, p99Ms: 10 }], 3, 10), false, 'throughput drifted');
+  assert.equal(isStable([...steady, { throughput: 100, p99Ms: 14, completed: 10 }], 3, 10), false, 'p99 drifted');
+  assert.equal(
+    isStable([...steady, { throughput: 130, p99Ms: 10, completed: 10 }], 3, 10),
+    false,
+    'throughput drifted',
+  );
+});
+
+test('a server that answers nothing for a while is not stable: the run waits for answers', async (t) => {
+  // Every answer is held until 300 ms after the first request: the first windows are empty.
+  let releaseAt = 0;
+  const server = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      releaseAt ||= performance.now() + 300;
+      setTimeout(() => response.end('{}'), Math.max(0, releaseAt - performance.now()));
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(async () => {
+    server.closeAllConnections();
+    server.close();
+    await once(server, 'close');
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const payload: RequestPayload = { protocol: 'v2-json', path: '/', headers: {}, body: Buffer.from('{}'), rows: 1 };
+  // ±100%: any two windows that measured something agree.
+  const result = await runLoad(
+    url,
+    payload,
+    options(closed(2), { warmupMs: 0, windowMs: 50, maxWindows: 60, stabilityPct: 100, maxRequests: 20 }),
+  );
+  assert.equal(result.errorCount, 0, JSON.stringify(result.errors));
+  assert.ok(result.requests >= 2, `${result.requests} requests in ${result.windows} windows`);
+  assert.ok(result.windows >= 4, `${result.windows} windows: two empty ones would have ended it`);
 });
 
 test('a steady load stops as soon as its windows agree; a varying one runs to maxWindows', async (t) => {

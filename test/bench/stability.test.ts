@@ -1,15 +1,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { isStable } from '../../src/bench/load-generator.js';
+import { isStable, type WindowFigures } from '../../src/bench/load-generator.js';
 import { buildReport } from '../../src/bench/report.js';
 import { POINT_COLUMNS, pointCells, renderCsv, renderTable } from '../../src/bench/report-table.js';
 import type { PointResult, WindowVariation } from '../../src/bench/report-types.js';
 import { instabilityReason, windowVariation } from '../../src/bench/stability.js';
 import { samplePoint } from './sample-report.js';
 
-const windows = (...figures: [number, number][]): { throughput: number; p99Ms: number }[] =>
-  figures.map(([throughput, p99Ms]) => ({ throughput, p99Ms }));
+/** [throughput, p99Ms] or [throughput, p99Ms, completed]; a window completed 1 request unless told. */
+const windows = (...figures: ([number, number] | [number, number, number])[]): WindowFigures[] =>
+  figures.map(([throughput, p99Ms, completed = 1]) => ({ throughput, p99Ms, completed }));
 
 test('the variation is each figure’s largest distance from its mean over the last windows, in %', () => {
   // Throughput 90, 100, 110: mean 100, ±10 %. p99 10, 10, 13: mean 11, 2/11 = ±18.2 %.
@@ -20,8 +21,26 @@ test('the variation is each figure’s largest distance from its mean over the l
   assert.ok(Math.abs(variation.throughputPct - 10) < 1e-9);
   assert.ok(Math.abs(variation.p99Pct - 200 / 11) < 1e-9);
   assert.equal(instabilityReason(variation), 'p99 ±18%');
-  assert.deepEqual(windowVariation([], 3, 10), { compared: 0, required: 3, limitPct: 10, throughputPct: 0, p99Pct: 0 });
+  assert.deepEqual(windowVariation([], 3, 10), {
+    compared: 0,
+    required: 3,
+    limitPct: 10,
+    throughputPct: 0,
+    p99Pct: 0,
+    emptyWindows: 0,
+  });
   assert.equal(windowVariation(windows([0, 0], [0, 0], [0, 0]), 3, 10).p99Pct, 0, 'no requests, no spread');
+});
+
+test('windows in which nothing completed agree on nothing: counted, named, never stable', () => {
+  // A server that stalls answers nothing for two windows: 0 req/s and p99 0 both times, within any limit.
+  const stalled = windows([100, 10], [0, 0, 0], [0, 0, 0]);
+  assert.equal(isStable(stalled, 2, 10), false);
+  const variation = windowVariation(stalled, 3, 10);
+  assert.equal(variation.emptyWindows, 2);
+  assert.equal(instabilityReason(variation), '2 of 3 windows empty');
+  // Every request failed: nothing succeeded, but each window measured its failures.
+  assert.equal(isStable(windows([0, 0, 5], [0, 0, 5]), 2, 10), true);
 });
 
 test('the reason names the figures beyond the limit, or the windows the run lacked', () => {
