@@ -36,16 +36,12 @@ import { fileURLToPath } from 'node:url';
 import onnxProto from 'onnx-proto';
 import { build, decodeFromCompressedBase64 } from 'hdr-histogram-js';
 import { parse, stringify } from 'yaml';
+import { CONCURRENCY, MAX_LATENCY_MS, RATE_SHARE, STATIC_DELAYS_US } from './adaptive-sweep.js';
 import { adaptive as render } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
 import { serveChild } from './serve-child.js';
 
 const AIMS = { throughputRatio: 0.95, p50Ratio: 1.05 };
-const STATIC_DELAYS_US = [0, 1000, 2000, 5000, 10_000];
-const MAX_LATENCY_MS = 100;
-const CONCURRENCY = [1, 4, 16, 64];
-/** The open-loop rate, as a share of the best fixed delay's throughput at the highest concurrency. */
-const RATE_SHARE = 0.7;
 
 const flags = benchFlags('adaptive');
 const settings = {

@@ -7,6 +7,7 @@
 // (default: the cost model's line, c = 4.8 ms, m = 0.55 ms, max_batch_size 16, and the demo
 // classifier's, c = 0, m = 0.8 ms, max_batch_size 32).
 import { fileURLToPath } from 'node:url';
+import { CONCURRENCY, MAX_LATENCY_MS, RATE_SHARE, STATIC_DELAYS_US } from './adaptive-sweep.js';
 
 const { Batcher } = await import('../dist/src/batching/batcher.js');
 const { calibrationSizes } = await import('../dist/src/repository/calibrate-cost.js');
@@ -242,10 +243,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
         ]
       : [{ label: 'given line', c, m, maxBatchSize: max || 16 }];
   const options = {
-    delays: [0, 1000, 2000, 5000, 10_000],
-    concurrency: [1, 4, 16, 64],
-    rateShare: 0.7,
-    maxLatencyMs: 100,
+    delays: STATIC_DELAYS_US,
+    concurrency: CONCURRENCY,
+    rateShare: RATE_SHARE,
+    maxLatencyMs: MAX_LATENCY_MS,
     variation,
   };
   for (const { label, c: fixed, m: perRow, maxBatchSize } of lines) {
