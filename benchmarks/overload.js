@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import { overload } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
+import { serveChild } from './serve-child.js';
 
 const MODEL = 'orientation';
 const PROTOCOLS = ['v2-json', 'v2-binary'];
@@ -128,7 +129,6 @@ const settings = {
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 const { demoPackArgs, DEMO_EXAMPLES } = await import('./demo-archive.js');
-const { parseStartupUrls } = await import('../dist/src/server/startup-block.js');
 const onCpu = (cpu, args) =>
   settings.pinned ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
 
@@ -140,30 +140,6 @@ function run([command, args]) {
     child.stdout.on('data', (chunk) => (out += chunk));
     child.on('error', reject);
     child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${command} exited ${code}`))));
-  });
-}
-
-/** A `serve` child on CPU 0 for the archive; resolves once its start-up block names its URLs. */
-function serve(archive, dir) {
-  const child = spawn(
-    ...onCpu(0, [
-      bin,
-      'serve',
-      '--models',
-      `${MODEL}=${archive}`,
-      ...['--port', '0', '--management-port', '0', '--metrics-port', '0'],
-      ...['--key-file', join(dir, 'management.key'), '--log-level', 'error'],
-    ]),
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const urls = parseStartupUrls(out);
-      if (urls) resolve({ url: urls.inference, child });
-    });
-    child.once('exit', (code) => reject(new Error(`serve exited ${code} before listening`)));
   });
 }
 
@@ -236,13 +212,11 @@ try {
   const protocols = [];
   for (const protocol of PROTOCOLS) {
     // A fresh server per protocol, so neither inherits the other's queue or warm caches.
-    const { url, child } = await serve(join(dir, `${MODEL}.mar`), dir);
+    const server = await serveChild({ name: MODEL, archive: join(dir, `${MODEL}.mar`), dir, pinned: settings.pinned });
     try {
-      protocols.push(await overloadProtocol(url, protocol));
+      protocols.push(await overloadProtocol(server.urls.inference, protocol));
     } finally {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
+      await server.stop();
     }
   }
   const record = resultRecord('overload', flags, { settings, protocols });
