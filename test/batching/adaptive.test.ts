@@ -36,6 +36,7 @@ test('the wait rule: rows owed back while s·Δ < c, the stream while gap < c/q;
   assert.equal(ask({ gapMs: 5.1 }), 0, 'past break-even (fewer rows arrive during c than are queued): dispatch');
   assert.equal(ask({ queuedRows: 4, gapMs: 1.2 }), 1.2);
   assert.equal(ask({ queuedRows: 4, gapMs: 1.3 }), 0, 'q = 4 already amortises c at this rate');
+  assert.equal(ask({ queuedRows: 2, gapMs: 2.5 }), 0, 'at break-even (gap = c/q) waiting does not pay: dispatch');
   assert.equal(ask({ queuedRows: 8, gapMs: 0.01 }), 0, 'a full batch goes');
   assert.equal(ask({ freeInstances: 2 }), 0, 'another instance is free: the newcomer would not queue');
   assert.equal(ask({ gapMs: 0 }), 0.01, 'a burst: rows due now get a moment to come');
@@ -50,6 +51,11 @@ test('the wait rule: rows owed back while s·Δ < c, the stream while gap < c/q;
     ask({ queuedRows: 4, gapMs: Infinity, returningRows: 40, returningInMs: 5.1 }),
     0,
     '5.1 ms > c: a batch of their own is cheaper than the wait',
+  );
+  assert.equal(
+    ask({ queuedRows: 4, gapMs: Infinity, returningRows: 4, returningInMs: 5 }),
+    0,
+    'due in exactly c: the wait costs what a batch of their own would',
   );
   assert.equal(
     ask({ queuedRows: 4, gapMs: Infinity, returningRows: 4, returningInMs: 20, idleShare: 0.2 }),
@@ -148,6 +154,89 @@ test('OnlineCostFit: batches timed at load make a trusted line at once and stand
   assert.equal(noisy.trusted, true, `a size seen once does not sink R²: ${JSON.stringify(noisy)}`);
 });
 
+test('OnlineCostFit: medians of unordered and even counts, seeds too; weights capped at eight batches; lines through fewer than two sizes', () => {
+  const line = (fit: OnlineCostFit): [number, number, number] => {
+    const { c, m, r2 } = fit.current();
+    return [c, m, r2];
+  };
+  const near = (actual: [number, number, number], expected: [number, number, number]): void =>
+    assert.ok(
+      actual.every((value, index) => Math.abs(value - (expected[index] as number)) < 1e-9),
+      `${actual.join(', ')} against ${expected.join(', ')}`,
+    );
+  // Size 1 in the order 9, 1, 5 (median 5); size 3 as 6, 12, 8, 10 (median (8 + 10)/2 = 9).
+  const live = new OnlineCostFit();
+  for (const [rows, ms] of [
+    [1, 9],
+    [3, 6],
+    [1, 1],
+    [3, 12],
+    [1, 5],
+    [3, 8],
+    [3, 10],
+  ] as const)
+    live.add(rows, ms);
+  near(line(live), [3, 2, 1]);
+  const seeded = new OnlineCostFit();
+  for (const [rows, ms] of [
+    [1, 7],
+    [1, 3],
+    [3, 9],
+    [1, 5],
+  ] as const)
+    seeded.seed(rows, ms);
+  near(line(seeded), [3, 2, 1]);
+
+  // Size 1 seen 20 times counts as 8: points (1, 3) ×8, (2, 10) ×1, (3, 5) ×8 give m = 16/16 = 1
+  // and c = 74/17 − 2 (20 for size 1 would pull the mean of x to 46/29).
+  const weighted = new OnlineCostFit();
+  for (let index = 0; index < 20; index++) weighted.add(1, 3);
+  weighted.add(2, 10);
+  for (let index = 0; index < 8; index++) weighted.add(3, 5);
+  const [c, m] = line(weighted);
+  assert.ok(Math.abs(c - (74 / 17 - 2)) < 1e-9 && Math.abs(m - 1) < 1e-9, `c ${c}, m ${m}`);
+
+  near(line(new OnlineCostFit()), [0, 0, 0]);
+  const one = new OnlineCostFit();
+  for (const ms of [4, 6, 5]) one.add(2, ms);
+  near(line(one), [5, 0, 0]);
+  const flat = new OnlineCostFit();
+  for (const rows of [1, 2, 4]) flat.add(rows, 3);
+  near(line(flat), [3, 0, 1]);
+});
+
+test('OnlineCostFit: ignores batches it cannot place, keeps 32 seeds, and refits after 8 batches or at once for a new size', () => {
+  const fit = new OnlineCostFit();
+  for (const rows of [1, 2, 4]) fit.add(rows, 1 + rows);
+  const first = fit.current();
+  assert.ok(first.trusted && Math.abs(first.c - 1) < 1e-9 && Math.abs(first.m - 1) < 1e-9, JSON.stringify(first));
+  for (const [rows, ms] of [
+    [0, 5],
+    [2, NaN],
+    [2, -1],
+    [2, Infinity],
+    [NaN, 3],
+  ]) {
+    fit.add(rows as number, ms as number);
+    fit.seed(rows as number, ms as number);
+  }
+  for (let index = 0; index < 7; index++) fit.add(2, 3);
+  assert.equal(fit.current(), first, 'seven batches of known sizes, bad ones not counted: not refitted');
+  fit.add(2, 3);
+  const eighth = fit.current();
+  assert.notEqual(eighth, first, 'the eighth refits');
+  fit.add(8, 9);
+  assert.notEqual(fit.current(), eighth, 'a new size refits at once');
+  assert.equal(fit.current().sizes, 4);
+
+  const seeds = new OnlineCostFit();
+  for (let index = 0; index < 32; index++) seeds.seed(1 + (index % 3), 2 + (index % 3));
+  // Past the 32nd a seed is dropped: a 33rd of a new size would make a fourth.
+  seeds.seed(9, 50);
+  const { sizes, c, m } = seeds.current();
+  assert.ok(sizes === 3 && Math.abs(c - 1) < 1e-9 && Math.abs(m - 1) < 1e-9, JSON.stringify(seeds.current()));
+});
+
 test('a batch costs its compute time as the instance reports it, else its round trip', () => {
   assert.equal(batchCostMs({ computeInputNs: 1e6, computeInferNs: 2e6, computeOutputNs: 0 }, 9), 3);
   assert.equal(batchCostMs({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, 9), 9);
@@ -181,6 +270,25 @@ test('ReturningRows: answered rows are owed back until due, and the debt lapses 
   assert.equal(returning.owedRows(10.7), 0, 'the last one is overdue: not waited for');
   returning.answered(20, 2);
   assert.equal(returning.owedRows(20), 2, 'the lapsed debt is forgotten, the new one counts');
+});
+
+test('ReturningRows: the return delay is the longest of the last 16, so a slow return leaves after 16 quick ones', () => {
+  const returning = new ReturningRows();
+  let now = 0;
+  /** A batch of one answered now, and its client back `delayMs` later. */
+  const roundTrip = (delayMs: number): void => {
+    returning.answered(now, 1);
+    returning.arrived(now + delayMs, 1);
+    now += 10;
+  };
+  roundTrip(8);
+  for (let index = 0; index < 15; index++) roundTrip(1);
+  returning.answered(now, 1);
+  assert.ok(Math.abs(returning.dueInMs(now) - (8 * 1.25 + 0.05)) < 1e-9, 'the 8 ms return is among the last 16');
+  returning.arrived(now + 1, 1);
+  now += 10;
+  returning.answered(now, 1);
+  assert.ok(Math.abs(returning.dueInMs(now) - (1 * 1.25 + 0.05)) < 1e-9, 'the 16th quick return pushed it out');
 });
 
 /** A gated instance that reports the compute time T(B) = 5 + 0.5·B ms (times `slowdown`), as a real one reports its own. */

@@ -30,8 +30,9 @@ test('TailCap: none while the p99 holds the budget; cut in proportion when it do
   assert.equal(cap.admits(7, 2), false);
   assert.equal(cap.admits(0, 20), true, 'nothing ahead: always');
 
-  // Answers admitted before the cut carry the old depth: they do not judge it.
-  horizon(cap, now - 300, 150, 16, 150, 200);
+  // Answers admitted before the cut carry the old depth: they do not judge it. (Counted, a p99
+  // of 300 ms with 16 rows through would cut to 16 × 80/300 = 4.)
+  horizon(cap, now - 300, 300, 16);
   assert.equal(cap.rows, 8, 'admitted before the cut: not counted');
 
   now = horizon(cap, now + 1000, 70, 8);
