@@ -88,25 +88,31 @@ export interface LoadResult {
 export interface WindowFigures {
   readonly throughput: number;
   readonly p99Ms: number;
-  /** Requests that completed in the window, any outcome. */
-  readonly completed: number;
+  /** Requests completed per second, any outcome: successes and errors. */
+  readonly completedPerSecond: number;
 }
 
 /**
- * Whether the last `minWindows` windows agree: throughput and p99 each within ±`pct`% of
- * their mean over those windows. A window in which nothing completed measured nothing (the
- * server stalled, or is still working through the warm-up's queue): two such windows agree
- * on 0 req/s and p99 0, which says nothing about the load, so they are never stable.
+ * Whether the last `minWindows` windows agree: throughput, p99 and the rate of completions
+ * (errors too) each within ±`pct`% of their mean over those windows. Throughput and p99 count
+ * successes only, so without the completions a run whose every request fails would agree on
+ * 0 req/s and p99 0 at once, however its errors came. A window in which nothing completed
+ * measured nothing (the server stalled, or is still working through the warm-up's queue), so
+ * it is never stable.
  */
 export function isStable(windows: readonly WindowFigures[], minWindows: number, pct: number): boolean {
   if (minWindows < 1 || windows.length < minWindows) return false;
   const last = windows.slice(-minWindows);
-  if (last.some((window) => window.completed === 0)) return false;
+  if (last.some((window) => window.completedPerSecond === 0)) return false;
   const within = (values: number[]): boolean => {
     const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
     return values.every((value) => Math.abs(value - mean) <= (mean * pct) / 100);
   };
-  return within(last.map((window) => window.throughput)) && within(last.map((window) => window.p99Ms));
+  return (
+    within(last.map((window) => window.throughput)) &&
+    within(last.map((window) => window.p99Ms)) &&
+    within(last.map((window) => window.completedPerSecond))
+  );
 }
 
 /** Open-loop connections in all: enough that the client never limits the rate it offers. */
@@ -187,7 +193,7 @@ async function measure(engines: EngineHandle[], rowsPerRequest: number, options:
     const figures = {
       throughput: windowSuccesses / seconds,
       p99Ms: histogram.getValueAtPercentile(99) / 1000,
-      completed: windowSuccesses + windowErrors,
+      completedPerSecond: (windowSuccesses + windowErrors) / seconds,
     };
     // A last window cut short by maxRequests is measured but not compared.
     if (!ended || seconds >= (0.9 * options.windowMs) / 1000) fullWindows.push(figures);

@@ -115,6 +115,8 @@ export interface WindowVariation {
   readonly limitPct: number;
   readonly throughputPct: number;
   readonly p99Pct: number;
+  /** Completions per second, errors included; absent in reports written before it was compared. */
+  readonly completedPct?: number;
   /**
    * Of the compared windows, those in which no request completed: they measured nothing, so
    * the rule never calls them stable. Absent in reports written before it was counted.

@@ -19,7 +19,8 @@ export function windowVariation(
     limitPct,
     throughputPct: spreadPct(last.map((window) => window.throughput)),
     p99Pct: spreadPct(last.map((window) => window.p99Ms)),
-    emptyWindows: last.filter((window) => window.completed === 0).length,
+    completedPct: spreadPct(last.map((window) => window.completedPerSecond)),
+    emptyWindows: last.filter((window) => window.completedPerSecond === 0).length,
   };
 }
 
@@ -32,8 +33,9 @@ function spreadPct(values: readonly number[]): number {
 
 /**
  * The figures that broke the rule, for the table's `stable` column: "p99 ±23%",
- * "req/s ±14%, p99 ±31%", "2 of 3 windows" when the run ended before the rule could judge, or
- * "1 of 3 windows empty" when nothing completed in some of them.
+ * "req/s ±14%, p99 ±31%", "completed/s ±40%" (the errors' rate moved), "2 of 3 windows" when
+ * the run ended before the rule could judge, or "1 of 3 windows empty" when nothing completed
+ * in some of them.
  */
 export function instabilityReason(variation: WindowVariation): string {
   if (variation.compared < variation.required) return `${variation.compared} of ${variation.required} windows`;
@@ -43,9 +45,10 @@ export function instabilityReason(variation: WindowVariation): string {
     ['req/s', variation.throughputPct],
     ['p99', variation.p99Pct],
   ];
+  if (variation.completedPct !== undefined) figures.push(['completed/s', variation.completedPct]);
   const beyond = figures.filter(([, pct]) => pct > variation.limitPct);
-  // Both within the limit only when the last, cut-short window was judged otherwise by the load
-  // generator: show both figures rather than nothing.
+  // All within the limit only when the last, cut-short window was judged otherwise by the load
+  // generator: show them all rather than nothing.
   return (beyond.length > 0 ? beyond : figures).map(([name, pct]) => `${name} ±${formatPct(pct)}%`).join(', ');
 }
 

@@ -190,9 +190,11 @@ async function measurePoint(
       gpu?.start();
       windowStart = performance.now();
     },
-    onWindow: ({ throughput, p99Ms, completed }) => {
+    onWindow: ({ throughput, p99Ms, completedPerSecond }) => {
       const now = performance.now();
-      if (now - windowStart >= FULL_WINDOW * options.load.windowMs) fullWindows.push({ throughput, p99Ms, completed });
+      if (now - windowStart >= FULL_WINDOW * options.load.windowMs) {
+        fullWindows.push({ throughput, p99Ms, completedPerSecond });
+      }
       windowStart = now;
       options.onProgress?.({ ...progress, throughput, p99Ms });
     },

@@ -299,18 +299,22 @@ test('requests slower than the timeout count as "timeout", in both loops', async
 
 test('the stability rule: throughput and p99 of the last windows within ±pct of their mean', () => {
   const steady = [
-    { throughput: 50, p99Ms: 90, completed: 10 },
-    { throughput: 100, p99Ms: 10, completed: 10 },
-    { throughput: 104, p99Ms: 10.5, completed: 10 },
-    { throughput: 97, p99Ms: 9.6, completed: 10 },
+    { throughput: 50, p99Ms: 90, completedPerSecond: 50 },
+    { throughput: 100, p99Ms: 10, completedPerSecond: 100 },
+    { throughput: 104, p99Ms: 10.5, completedPerSecond: 104 },
+    { throughput: 97, p99Ms: 9.6, completedPerSecond: 97 },
   ];
   assert.equal(isStable(steady, 3, 10), true);
   assert.equal(isStable(steady, 4, 10), false, 'the first window is off');
   assert.equal(isStable(steady, 3, 3), false);
   assert.equal(isStable(steady.slice(0, 2), 3, 10), false, 'too few windows');
-  assert.equal(isStable([...steady, { throughput: 100, p99Ms: 14, completed: 10 }], 3, 10), false, 'p99 drifted');
   assert.equal(
-    isStable([...steady, { throughput: 130, p99Ms: 10, completed: 10 }], 3, 10),
+    isStable([...steady, { throughput: 100, p99Ms: 14, completedPerSecond: 100 }], 3, 10),
+    false,
+    'p99 drifted',
+  );
+  assert.equal(
+    isStable([...steady, { throughput: 130, p99Ms: 10, completedPerSecond: 130 }], 3, 10),
     false,
     'throughput drifted',
   );

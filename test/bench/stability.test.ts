@@ -8,9 +8,9 @@ import type { PointResult, WindowVariation } from '../../src/bench/report-types.
 import { instabilityReason, windowVariation } from '../../src/bench/stability.js';
 import { samplePoint } from './sample-report.js';
 
-/** [throughput, p99Ms] or [throughput, p99Ms, completed]; a window completed 1 request unless told. */
+/** [throughput, p99Ms] or [throughput, p99Ms, completedPerSecond]; without errors unless told. */
 const windows = (...figures: ([number, number] | [number, number, number])[]): WindowFigures[] =>
-  figures.map(([throughput, p99Ms, completed = 1]) => ({ throughput, p99Ms, completed }));
+  figures.map(([throughput, p99Ms, completedPerSecond = throughput]) => ({ throughput, p99Ms, completedPerSecond }));
 
 test('the variation is each figure’s largest distance from its mean over the last windows, in %', () => {
   // Throughput 90, 100, 110: mean 100, ±10 %. p99 10, 10, 13: mean 11, 2/11 = ±18.2 %.
@@ -27,6 +27,7 @@ test('the variation is each figure’s largest distance from its mean over the l
     limitPct: 10,
     throughputPct: 0,
     p99Pct: 0,
+    completedPct: 0,
     emptyWindows: 0,
   });
   assert.equal(windowVariation(windows([0, 0], [0, 0], [0, 0]), 3, 10).p99Pct, 0, 'no requests, no spread');
@@ -39,8 +40,12 @@ test('windows in which nothing completed agree on nothing: counted, named, never
   const variation = windowVariation(stalled, 3, 10);
   assert.equal(variation.emptyWindows, 2);
   assert.equal(instabilityReason(variation), '2 of 3 windows empty');
-  // Every request failed: nothing succeeded, but each window measured its failures.
+  // Every request failed: nothing succeeded, but each window measured its failures, at a rate
+  // that must hold like any figure's (5 and 9 a second: ±2/7).
   assert.equal(isStable(windows([0, 0, 5], [0, 0, 5]), 2, 10), true);
+  const swinging = windows([0, 0, 5], [0, 0, 9]);
+  assert.equal(isStable(swinging, 2, 10), false);
+  assert.equal(instabilityReason(windowVariation(swinging, 2, 10)), 'completed/s ±29%');
 });
 
 test('the reason names the figures beyond the limit, or the windows the run lacked', () => {
