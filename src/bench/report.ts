@@ -87,7 +87,7 @@ function warningsFor(
 function unstableWarning(unstable: readonly PointResult[]): string {
   const rule = unstable.find((point) => point.variation)?.variation;
   const what = rule
-    ? `their throughput or p99 strayed more than ±${rule.limitPct}% from the mean of the last ${rule.required} windows ` +
+    ? `their throughput, p99 or completions a second strayed more than ±${rule.limitPct}% from the mean of the last ${rule.required} windows ` +
       '(the stable column says which, and by how much)'
     : 'their last windows disagreed';
   return (

@@ -48,7 +48,11 @@ export function registerBench(program: Command): void {
     .option('--requests <count>', 'stop a load level after this many measured requests')
     .option('--window <duration>', 'measurement window', '1s')
     .option('--warmup <duration>', 'load before measuring, excluded from results', '1s')
-    .option('--stability <pct>', 'the last 3 windows must agree within this on throughput and p99', '10%')
+    .option(
+      '--stability <pct>',
+      'the last 3 windows must agree within this on throughput, p99 and completions a second',
+      '10%',
+    )
     .option('--workers <count>', 'client worker threads', '1')
     .option('--slo-p99 <duration>', 'recommend the fastest configuration whose p99 meets this')
     .option(

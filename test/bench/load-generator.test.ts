@@ -297,7 +297,7 @@ test('requests slower than the timeout count as "timeout", in both loops', async
   }
 });
 
-test('the stability rule: throughput and p99 of the last windows within ±pct of their mean', () => {
+test('the stability rule: throughput, p99 and completions a second of the last windows within ±pct of their mean', () => {
   const steady = [
     { throughput: 50, p99Ms: 90, completedPerSecond: 50 },
     { throughput: 100, p99Ms: 10, completedPerSecond: 100 },
@@ -317,6 +317,11 @@ test('the stability rule: throughput and p99 of the last windows within ±pct of
     isStable([...steady, { throughput: 130, p99Ms: 10, completedPerSecond: 130 }], 3, 10),
     false,
     'throughput drifted',
+  );
+  assert.equal(
+    isStable([...steady, { throughput: 100, p99Ms: 10, completedPerSecond: 160 }], 3, 10),
+    false,
+    'as steady in its successes, but 60 errors a second came on top',
   );
 });
 
