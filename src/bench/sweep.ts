@@ -1,6 +1,5 @@
-import { performance } from 'node:perf_hooks';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
-import type { LoadOptions, WindowFigures } from './load-generator.js';
+import type { LoadOptions } from './load-generator.js';
 import { runLoad } from './load-generator.js';
 import { GpuWatch, type GpuWatchOptions } from './gpu-use.js';
 import { filePayloadPool, randomPayloadPool } from './input-pool.js';
@@ -85,8 +84,6 @@ export interface SweepResult {
 }
 
 const MIN_EXECUTIONS = 10;
-/** The load generator's rule: a window cut short to under this share of its length is not compared. */
-const FULL_WINDOW = 0.9;
 
 /**
  * Runs every load level at every server point of the cross product batch sizes × delays ×
@@ -179,23 +176,14 @@ async function measurePoint(
   options.onProgress?.(progress);
   // Read after the warm-up, so the server-side figures exclude it like the client's do.
   let before = await target.stats();
-  // The windows the stability rule compares, to say by how much they disagreed.
-  const fullWindows: WindowFigures[] = [];
-  let windowStart = performance.now();
   const result = await runLoad(target.inferenceUrl, payload, {
     ...options.load,
     level,
     onMeasureStart: async () => {
       before = await target.stats();
       gpu?.start();
-      windowStart = performance.now();
     },
-    onWindow: ({ throughput, p99Ms, completedPerSecond }) => {
-      const now = performance.now();
-      if (now - windowStart >= FULL_WINDOW * options.load.windowMs) {
-        fullWindows.push({ throughput, p99Ms, completedPerSecond });
-      }
-      windowStart = now;
+    onWindow: ({ throughput, p99Ms }) => {
       options.onProgress?.({ ...progress, throughput, p99Ms });
     },
   }).finally(() => gpu?.stop());
@@ -214,7 +202,8 @@ async function measurePoint(
     errorCount: result.errorCount,
     stable: result.stable,
     windows: result.windows,
-    variation: windowVariation(fullWindows, options.load.minWindows, options.load.stabilityPct),
+    // The windows the stability rule compared, to say by how much they disagreed.
+    variation: windowVariation(result.fullWindows, options.load.minWindows, options.load.stabilityPct),
     serverSide: { ...serverSideFigures(served.before, served.after), version: served.version },
     versions: result.versions,
     ...(gpus && gpus.length > 0 ? { gpus } : {}),
