@@ -6,6 +6,7 @@ import { isGrpcProtocol, isGrpcUrl } from './grpc-channel.js';
 import { LoadEngine, newHistogram, type EngineSettings, type WindowSample } from './load-engine.js';
 import type { RequestPayload } from './payload.js';
 import type { LatencySummary, LoadLevel } from './report-types.js';
+import { isStable, type WindowFigures } from './stability.js';
 
 /**
  * The bench's client: drives one load level against a server and measures it, over HTTP
@@ -25,7 +26,7 @@ import type { LatencySummary, LoadLevel } from './report-types.js';
  *   `requests` counts every completion. Successes are also counted by the model version
  *   their answers named, so the bench reads the statistics of the version that served.
  * - After the warm-up, each window gets its own histogram; the run stops when the last
- *   `minWindows` windows agree (see `isStable`), at `maxWindows`, or after `maxRequests`.
+ *   `minWindows` windows agree (see stability.ts `isStable`), at `maxWindows`, or after `maxRequests`.
  *
  * The hot loop allocates little per request: one reused slot per request in flight (for HTTP
  * undici's dispatch API, no promises), the same options, headers and body Buffer each time
@@ -83,36 +84,6 @@ export interface LoadResult {
   /** Successful requests per second. */
   readonly throughput: number;
   readonly itemsPerSecond: number;
-}
-
-export interface WindowFigures {
-  readonly throughput: number;
-  readonly p99Ms: number;
-  /** Requests completed per second, any outcome: successes and errors. */
-  readonly completedPerSecond: number;
-}
-
-/**
- * Whether the last `minWindows` windows agree: throughput, p99 and the rate of completions
- * (errors too) each within ±`pct`% of their mean over those windows. Throughput and p99 count
- * successes only, so without the completions a run whose every request fails would agree on
- * 0 req/s and p99 0 at once, however its errors came. A window in which nothing completed
- * measured nothing (the server stalled, or is still working through the warm-up's queue), so
- * it is never stable.
- */
-export function isStable(windows: readonly WindowFigures[], minWindows: number, pct: number): boolean {
-  if (minWindows < 1 || windows.length < minWindows) return false;
-  const last = windows.slice(-minWindows);
-  if (last.some((window) => window.completedPerSecond === 0)) return false;
-  const within = (values: number[]): boolean => {
-    const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
-    return values.every((value) => Math.abs(value - mean) <= (mean * pct) / 100);
-  };
-  return (
-    within(last.map((window) => window.throughput)) &&
-    within(last.map((window) => window.p99Ms)) &&
-    within(last.map((window) => window.completedPerSecond))
-  );
 }
 
 /** Open-loop connections in all: enough that the client never limits the rate it offers. */

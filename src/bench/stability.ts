@@ -1,17 +1,45 @@
 /**
- * Why a point is or is not stable. The load generator stops a level once its last windows
- * agree (load-generator.ts `isStable`); this measures by how much they disagreed, on the same
- * rule, so a report can say which figure moved instead of a bare "not stable".
+ * When a load level may stop, and why a point is or is not stable: the load generator stops a
+ * level once its last windows agree (`isStable`), and a report says which figure moved, and
+ * by how much, instead of a bare "not stable" (`windowVariation`, `instabilityReason`). One
+ * measure serves both, so the table's reason is the rule's own.
  */
-import type { WindowFigures } from './load-generator.js';
 import type { WindowVariation } from './report-types.js';
+
+/** What one measured window of a load level showed. */
+export interface WindowFigures {
+  readonly throughput: number;
+  readonly p99Ms: number;
+  /** Requests completed per second, any outcome: successes and errors. */
+  readonly completedPerSecond: number;
+}
+
+/**
+ * Whether the last `minWindows` windows agree: throughput, p99 and the rate of completions
+ * (errors too) each within ±`pct`% of their mean over those windows. Throughput and p99 count
+ * successes only, so without the completions a run whose every request fails would agree on
+ * 0 req/s and p99 0 at once, however its errors came. A window in which nothing completed
+ * measured nothing (the server stalled, or is still working through the warm-up's queue), so
+ * it is never stable.
+ */
+export function isStable(windows: readonly WindowFigures[], minWindows: number, pct: number): boolean {
+  if (minWindows < 1) return false;
+  const variation = windowVariation(windows, minWindows, pct);
+  return (
+    variation.compared === minWindows &&
+    variation.emptyWindows === 0 &&
+    variation.throughputPct <= pct &&
+    variation.p99Pct <= pct &&
+    variation.completedPct <= pct
+  );
+}
 
 /** Over the last `required` full windows: each figure's largest distance from its mean, % of the mean. */
 export function windowVariation(
   fullWindows: readonly WindowFigures[],
   required: number,
   limitPct: number,
-): WindowVariation {
+): Required<WindowVariation> {
   const last = fullWindows.slice(-required);
   return {
     compared: last.length,

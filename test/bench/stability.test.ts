@@ -1,11 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { isStable, type WindowFigures } from '../../src/bench/load-generator.js';
+import { instabilityReason, isStable, windowVariation, type WindowFigures } from '../../src/bench/stability.js';
 import { buildReport } from '../../src/bench/report.js';
 import { POINT_COLUMNS, pointCells, renderCsv, renderTable } from '../../src/bench/report-table.js';
 import type { PointResult, WindowVariation } from '../../src/bench/report-types.js';
-import { instabilityReason, windowVariation } from '../../src/bench/stability.js';
 import { samplePoint } from './sample-report.js';
 
 /** [throughput, p99Ms] or [throughput, p99Ms, completedPerSecond]; without errors unless told. */
