@@ -93,6 +93,25 @@ test('closed loop: binary and JSON payloads all answer 200, every request counte
 });
 
 /**
+ * A plain HTTP server on a free port, closed after the test: `answer` gets each request's
+ * response once its body has arrived. Returns its URL.
+ */
+async function plainServer(t: Context, answer: (response: ServerResponse) => void): Promise<string> {
+  const server = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => answer(response));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(async () => {
+    server.closeAllConnections();
+    server.close();
+    await once(server, 'close');
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/**
  * A plain HTTP server that answers only when the test says so, and a count of the answers the
  * load generator has read (undici publishes each completion just before handing it to the
  * generator's handler). With the clock faked as well, every latency recorded is known.
@@ -117,29 +136,19 @@ async function heldServer(t: Context): Promise<{
       check();
     });
   const changed = (): void => [...checks].forEach((check) => check());
-  const server = createServer((request, response) => {
-    request.resume();
-    request.on('end', () => {
-      received += 1;
-      held.push(response);
-      changed();
-    });
+  const url = await plainServer(t, (response) => {
+    received += 1;
+    held.push(response);
+    changed();
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
   const onComplete = (): void => {
     completed += 1;
     changed();
   };
   subscribe('undici:request:trailers', onComplete);
-  t.after(async () => {
-    unsubscribe('undici:request:trailers', onComplete);
-    server.closeAllConnections();
-    server.close();
-    await once(server, 'close');
-  });
+  t.after(() => unsubscribe('undici:request:trailers', onComplete));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url,
     /** Until `count` requests have arrived in all. */
     received: (count) => until(() => received >= count),
     /** Answers every held request, then waits until the client has read each answer. */
@@ -236,22 +245,12 @@ test('errors are counted by kind: an HTTP status, a refused connection', async (
 test('a closed-loop client refused with Retry-After waits that long; one refused without it asks again at once', async (t) => {
   const refusingServer = async (headers: Record<string, string>): Promise<{ url: string; received: () => number }> => {
     let received = 0;
-    const server = createServer((request, response) => {
-      request.resume();
-      request.on('end', () => {
-        received += 1;
-        response.writeHead(503, { 'content-type': 'application/json', ...headers });
-        response.end('{"error":"busy","code":"BS_ERR_LATENCY_BUDGET"}');
-      });
+    const url = await plainServer(t, (response) => {
+      received += 1;
+      response.writeHead(503, { 'content-type': 'application/json', ...headers });
+      response.end('{"error":"busy","code":"BS_ERR_LATENCY_BUDGET"}');
     });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    t.after(async () => {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    });
-    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received: () => received };
+    return { url, received: () => received };
   };
   const payload: RequestPayload = {
     protocol: 'http-json',
@@ -329,21 +328,10 @@ test('the stability rule: throughput, p99 and completions a second of the last w
 test('a server that answers nothing for a while is not stable: the run waits for answers', async (t) => {
   // Every answer is held until 300 ms after the first request: the first windows are empty.
   let releaseAt = 0;
-  const server = createServer((request, response) => {
-    request.resume();
-    request.on('end', () => {
-      releaseAt ||= performance.now() + 300;
-      setTimeout(() => response.end('{}'), Math.max(0, releaseAt - performance.now()));
-    });
+  const url = await plainServer(t, (response) => {
+    releaseAt ||= performance.now() + 300;
+    setTimeout(() => response.end('{}'), Math.max(0, releaseAt - performance.now()));
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(async () => {
-    server.closeAllConnections();
-    server.close();
-    await once(server, 'close');
-  });
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const payload: RequestPayload = { protocol: 'v2-json', path: '/', headers: {}, body: Buffer.from('{}'), rows: 1 };
   // ±100%: any two windows that measured something agree.
   const result = await runLoad(
