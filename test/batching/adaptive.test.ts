@@ -166,25 +166,12 @@ test('OnlineCostFit: medians of unordered and even counts, seeds too; weights ca
     );
   // Size 1 in the order 9, 1, 5 (median 5); size 3 as 6, 12, 8, 10 (median (8 + 10)/2 = 9).
   const live = new OnlineCostFit();
-  for (const [rows, ms] of [
-    [1, 9],
-    [3, 6],
-    [1, 1],
-    [3, 12],
-    [1, 5],
-    [3, 8],
-    [3, 10],
-  ] as const)
-    live.add(rows, ms);
+  for (const ms of [9, 1, 5]) live.add(1, ms);
+  for (const ms of [6, 12, 8, 10]) live.add(3, ms);
   near(line(live), [3, 2, 1]);
   const seeded = new OnlineCostFit();
-  for (const [rows, ms] of [
-    [1, 7],
-    [1, 3],
-    [3, 9],
-    [1, 5],
-  ] as const)
-    seeded.seed(rows, ms);
+  for (const ms of [7, 3, 5]) seeded.seed(1, ms);
+  seeded.seed(3, 9);
   near(line(seeded), [3, 2, 1]);
 
   // Size 1 seen 20 times counts as 8: points (1, 3) ×8, (2, 10) ×1, (3, 5) ×8 give m = 16/16 = 1
