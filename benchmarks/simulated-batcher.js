@@ -1,9 +1,11 @@
 // The batching policy alone, on a simulated clock: the server's own Batcher, one instance whose
-// pass takes exactly c + m·B ms, and clients with no HTTP, no other load and no noise. What
-// `max_queue_delay: auto` does with a cost line, against every fixed delay, in a second of CPU.
-// adaptive.js prints it beside its real runs; run alone it is the quick check while changing
-// the policy:
-//   npm run build && node benchmarks/simulated-batcher.js [c m maxBatchSize]
+// pass takes exactly c + m·B ms, and clients with no HTTP, no other load and no noise unless
+// asked for (coreModel: HTTP work, stalls and slow spells on the instance's core, drawn from a
+// seed). What `max_queue_delay: auto` does with a cost line, against every fixed delay, in a
+// second of CPU. adaptive.js prints it beside its real runs; adaptive-feasibility.js asks it
+// whether the benchmark's aims can hold together on a noisy core; run alone it is the quick
+// check while changing the policy:
+//   npm run build && node benchmarks/simulated-batcher.js [c m maxBatchSize] [options below]
 // (default: the cost model's line, c = 4.8 ms, m = 0.55 ms, max_batch_size 16, and the demo
 // classifier's, c = 0, m = 0.8 ms, max_batch_size 32).
 import { fileURLToPath } from 'node:url';
@@ -16,11 +18,13 @@ const { OWN_CORE } = await import('../dist/src/batching/core-share.js');
 /** A client's round trip outside the batcher (HTTP, decode, encode), ms. */
 export const SIMULATED_ROUND_TRIP_MS = 0.5;
 export const SIMULATED_SECONDS = 3;
+/** The longest run the core model draws noise for, s. */
+const SIMULATED_SECONDS_MAX = 60;
+/** What a run measures starts after this, unless `variation.warmupMs` says otherwise. */
 const MEASURE_FROM_MS = 1000;
 
 /** Uniform in (0, 1), the same sequence every run. */
-function seededRandom() {
-  let seed = 12345;
+function seededRandom(seed = 12345) {
   return () => {
     seed = (seed * 1103515245 + 12345) % 2147483648;
     return (seed + 0.5) / 2147483648;
@@ -64,17 +68,82 @@ function simulatedClock() {
 }
 
 /**
+ * What the simulated server's core does besides the instance's passes (`variation.noise`), none
+ * by default. A server on this machine shares its one core with the HTTP work of every request it
+ * reads, answers or refuses; now and then that core stops for everybody (a collection of the
+ * main thread, another process); and for seconds at a time it runs slower (the host lending the
+ * vCPU's time elsewhere: capacity here swings 2× within minutes). The passes then take longer
+ * than the line, by amounts the line cannot see. With `httpMs` each request costs that much of
+ * the core, half to read it (a refused one pays this half only) and half to answer it, and a pass
+ * is longer by the share of the core the requests of the last half second took; with
+ * `stallsPerSecond`, Poisson-spaced stalls of 0.5–1.5 × `stallMs` stop passes and HTTP work
+ * alike; with `slowSpells` per second, spells of 0.5–1.5 × `slowMs` run them at `slowSpeed`. The
+ * draws come from `seed` (the same for every configuration).
+ */
+function coreModel(noise = {}, clock) {
+  const httpMs = noise.httpMs ?? 0;
+  const spanMs = SIMULATED_SECONDS_MAX * 1000 + 10_000;
+  // The core's speed each millisecond: 1, less in slow spells, 0 in stalls.
+  const speed = new Float64Array(spanMs).fill(1);
+  const random = seededRandom(noise.seed);
+  const spells = (perSecond, meanMs, value) => {
+    if (!(perSecond > 0)) return;
+    for (let at = 0; at < spanMs;) {
+      at += (-Math.log(random()) * 1000) / perSecond;
+      const to = Math.min(spanMs, at + meanMs * (0.5 + random()));
+      for (let ms = Math.floor(at); ms < to; ms++) speed[ms] = Math.min(speed[ms], value);
+    }
+  };
+  spells(noise.slowSpells, noise.slowMs ?? 1000, noise.slowSpeed ?? 0.6);
+  spells(noise.stallsPerSecond, noise.stallMs ?? 50, 0);
+  const arrivals = [];
+  let first = 0;
+  /** How long `workMs` of the core started now takes, ms. */
+  const after = (workMs) => {
+    let at = clock.now;
+    let left = workMs;
+    while (left > 0) {
+      const ms = Math.floor(at);
+      if (ms >= spanMs) return at + left - clock.now;
+      const rate = speed[ms];
+      const room = (ms + 1 - at) * rate;
+      if (room >= left) return at + left / rate - clock.now;
+      left -= room;
+      at = ms + 1;
+    }
+    return at - clock.now;
+  };
+  return {
+    httpMs,
+    /** A request arrived: its HTTP work now counts against the passes for half a second. */
+    arrived() {
+      arrivals.push(clock.now);
+    },
+    after,
+    /** How long a pass of `workMs` takes now, ms. */
+    passMs(workMs) {
+      while (first < arrivals.length && arrivals[first] < clock.now - 500) first++;
+      const httpShare = Math.min(0.9, ((arrivals.length - first) * httpMs) / 500);
+      return after(workMs * (1 + httpShare));
+    },
+  };
+}
+
+/**
  * A Batcher on the simulated clock with one instance costing c + m·B; with `auto`, seeded as
  * the server seeds it at load (calibrate-cost.ts: each calibration size, three times).
  */
-function simulatedBatcher({ c, m }, maxBatchSize, delay, maxLatencyMs, clock, { coarseTimers = false } = {}) {
+function simulatedBatcher({ c, m }, maxBatchSize, delay, maxLatencyMs, clock, core, { coarseTimers = false } = {}) {
   const runner = {
     id: 'simulated',
     device: 'cpu',
     run: (requests) =>
       new Promise((resolve) => {
         const timings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
-        clock.api.setTimeout(() => resolve({ responses: requests.map(() => null), timings }), c + m * requests.length);
+        clock.api.setTimeout(
+          () => resolve({ responses: requests.map(() => null), timings }),
+          core.passMs(c + m * requests.length),
+        );
       }),
   };
   const state = { fit: undefined };
@@ -108,31 +177,54 @@ function simulatedBatcher({ c, m }, maxBatchSize, delay, maxLatencyMs, clock, { 
 /** A refused client comes back after this long, as the server's `Retry-After: 1` asks. */
 const REFUSED_RETRY_AFTER_MS = 1000;
 
-/** The answer, or undefined when `max_latency` refused the request (counted once measuring). */
-async function admitted(submitted, refusals, clock) {
+/** One run's bookkeeping: rows in flight, refusals, its admission cap and when measuring starts. */
+function newRun(variation) {
+  return {
+    inFlight: 0,
+    refused: 0,
+    capRows: variation.capRows ?? Infinity,
+    fromMs: variation.warmupMs ?? MEASURE_FROM_MS,
+  };
+}
+
+/**
+ * Submits one row and waits for its answer: undefined when it was refused, by `max_latency` or
+ * by `capRows` (counted once measuring). `capRows` is a fixed admission cap in front of the
+ * batcher, whatever its policy: a request that would find that many rows ahead with its own
+ * (submitted and not answered) is refused unless it would find none, as auto's learnt caps do
+ * (row-cap.ts). With a fixed delay behind it, it is the best static answer to a latency budget.
+ */
+async function submitOne(batcher, run, clock) {
+  if (run.inFlight > 0 && run.inFlight + 1 > run.capRows) {
+    if (clock.now >= run.fromMs) run.refused += 1;
+    return undefined;
+  }
+  run.inFlight += 1;
   try {
-    return await submitted;
+    return await batcher.submit({}, { rows: 1, shapeKey: 'x' });
   } catch (error) {
     if (error?.code !== 'BS_ERR_LATENCY_BUDGET') throw error;
-    if (clock.now >= MEASURE_FROM_MS) refusals.count += 1;
+    if (clock.now >= run.fromMs) run.refused += 1;
     return undefined;
+  } finally {
+    run.inFlight -= 1;
   }
 }
 
-/** What a run measured after its first second: throughput, latency, batch sizes, refusals. */
-function summary(delay, level, answers, sizes, state, refusals) {
+/** What a run measured after its warm-up: throughput, latency, batch sizes, refusals. */
+function summary(delay, level, answers, sizes, state, run, seconds) {
   const latencies = answers.sort((a, b) => a - b);
   const quantile = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
   const batches = [...sizes].reduce((sum, [size, count]) => sum + count / size, 0);
   return {
     delay,
     level,
-    throughput: latencies.length / (SIMULATED_SECONDS - MEASURE_FROM_MS / 1000),
+    throughput: latencies.length / (seconds - run.fromMs / 1000),
     p50Ms: quantile(0.5),
     p99Ms: quantile(0.99),
     averageBatch: latencies.length / batches,
     batchSizes: [...sizes.keys()].sort((a, b) => a - b),
-    refused: refusals.count,
+    refused: run.refused,
     ...(state.fit ? { fitTrusted: state.fit.trusted, fitReason: state.fit.reason ?? null } : {}),
   };
 }
@@ -143,55 +235,67 @@ function summary(delay, level, answers, sizes, state, refusals) {
  */
 export async function simulateClosedLoop(line, maxBatchSize, delay, concurrency, maxLatencyMs, variation = {}) {
   const clock = simulatedClock();
-  const { batcher, state } = simulatedBatcher(line, maxBatchSize, delay, maxLatencyMs, clock, variation);
-  const random = seededRandom();
+  const core = coreModel(variation.noise, clock);
+  const { batcher, state } = simulatedBatcher(line, maxBatchSize, delay, maxLatencyMs, clock, core, variation);
+  const random = seededRandom(variation.noise?.seed);
   const jitter = () => (variation.jitterMs ?? 0) * random();
+  // Each half of the round trip, on the core model's HTTP work when it has some.
+  const halfMs = core.httpMs > 0 ? core.httpMs / 2 : SIMULATED_ROUND_TRIP_MS / 2;
+  const seconds = variation.seconds ?? SIMULATED_SECONDS;
   const sizes = new Map();
   const answers = [];
-  const refusals = { count: 0 };
+  const run = newRun(variation);
   const send = (afterMs = 0) =>
-    clock.api.setTimeout(
-      async () => {
-        const sent = clock.now - SIMULATED_ROUND_TRIP_MS / 2;
-        const answer = await admitted(batcher.submit({}, { rows: 1, shapeKey: 'x' }), refusals, clock);
+    clock.api.setTimeout(() => {
+      const sent = clock.now;
+      core.arrived();
+      clock.api.setTimeout(async () => {
+        const answer = await submitOne(batcher, run, clock);
         clock.api.setTimeout(() => {
           if (answer === undefined) return send(REFUSED_RETRY_AFTER_MS);
-          if (clock.now >= MEASURE_FROM_MS) {
+          if (clock.now >= run.fromMs) {
             answers.push(clock.now - sent);
             sizes.set(answer.batchRows, (sizes.get(answer.batchRows) ?? 0) + 1);
           }
           send();
-        }, SIMULATED_ROUND_TRIP_MS / 2);
-      },
-      afterMs + SIMULATED_ROUND_TRIP_MS / 2 + jitter(),
-    );
+        }, core.after(halfMs));
+      }, core.after(halfMs));
+    }, afterMs + jitter());
   for (let client = 0; client < concurrency; client++) send();
-  await clock.runUntil(SIMULATED_SECONDS * 1000);
-  return summary(delay, `c=${concurrency}`, answers, sizes, state, refusals);
+  await clock.runUntil(seconds * 1000);
+  return summary(delay, `c=${concurrency}`, answers, sizes, state, run, seconds);
 }
 
 /** Poisson arrivals at `ratePerSecond`, from a fixed seed so every configuration sees the same ones. */
 export async function simulateOpenLoop(line, maxBatchSize, delay, ratePerSecond, maxLatencyMs, variation = {}) {
   const clock = simulatedClock();
-  const { batcher, state } = simulatedBatcher(line, maxBatchSize, delay, maxLatencyMs, clock, variation);
-  const random = seededRandom();
+  const core = coreModel(variation.noise, clock);
+  const { batcher, state } = simulatedBatcher(line, maxBatchSize, delay, maxLatencyMs, clock, core, variation);
+  const random = seededRandom(variation.noise?.seed);
+  const halfMs = core.httpMs / 2;
+  const seconds = variation.seconds ?? SIMULATED_SECONDS;
   const sizes = new Map();
   const answers = [];
-  const refusals = { count: 0 };
+  const run = newRun(variation);
   let at = 0;
-  while (at < SIMULATED_SECONDS * 1000) {
+  while (at < seconds * 1000) {
     at += (-Math.log(random()) * 1000) / ratePerSecond;
     const sent = at;
-    clock.api.setTimeout(async () => {
-      const answer = await admitted(batcher.submit({}, { rows: 1, shapeKey: 'x' }), refusals, clock);
-      if (answer !== undefined && sent >= MEASURE_FROM_MS) {
-        answers.push(clock.now - sent);
-        sizes.set(answer.batchRows, (sizes.get(answer.batchRows) ?? 0) + 1);
-      }
+    clock.api.setTimeout(() => {
+      core.arrived();
+      clock.api.setTimeout(async () => {
+        const answer = await submitOne(batcher, run, clock);
+        if (answer === undefined) return;
+        clock.api.setTimeout(() => {
+          if (sent < run.fromMs) return;
+          answers.push(clock.now - sent);
+          sizes.set(answer.batchRows, (sizes.get(answer.batchRows) ?? 0) + 1);
+        }, core.after(halfMs));
+      }, core.after(halfMs));
     }, at);
   }
-  await clock.runUntil(SIMULATED_SECONDS * 1000 + 10_000);
-  return summary(delay, 'rate', answers, sizes, state, refusals);
+  await clock.runUntil(seconds * 1000 + 10_000);
+  return summary(delay, 'rate', answers, sizes, state, run, seconds);
 }
 
 /**
@@ -227,11 +331,27 @@ export function simulatedRatios(points) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  // --jitter MS: round trips vary by up to MS; --coarse: the batcher's timers wait 1 ms at least, as Node's do.
+  // --jitter MS: round trips vary by up to MS; --coarse: the batcher's timers wait 1 ms at least, as
+  // Node's do; --http MS, --stalls N --stall-ms MS, --slow N --slow-ms MS --slow-speed S: a core
+  // shared with HTTP work, with stalls and slow spells (coreModel); --seconds S: how long each
+  // point runs (60 at most).
   const args = process.argv.slice(2);
-  const jitterAt = args.indexOf('--jitter');
+  const option = (name) => {
+    const at = args.indexOf(name);
+    return at >= 0 ? Number(args.splice(at, 2)[1]) : undefined;
+  };
   const variation = {
-    jitterMs: jitterAt >= 0 ? Number(args.splice(jitterAt, 2)[1]) : 0,
+    jitterMs: option('--jitter') ?? 0,
+    noise: {
+      httpMs: option('--http') ?? 0,
+      stallsPerSecond: option('--stalls') ?? 0,
+      stallMs: option('--stall-ms') ?? 50,
+      slowSpells: option('--slow') ?? 0,
+      slowMs: option('--slow-ms') ?? 1000,
+      slowSpeed: option('--slow-speed') ?? 0.6,
+      seed: option('--seed'),
+    },
+    seconds: option('--seconds') ?? SIMULATED_SECONDS,
     coarseTimers: args.includes('--coarse') && args.splice(args.indexOf('--coarse'), 1).length > 0,
   };
   const [c, m, max] = args.map(Number);
