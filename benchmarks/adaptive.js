@@ -426,7 +426,7 @@ try {
     const summary = summarize(model, rounds, inProcess, simulated);
     record.models.push(summary);
     console.log(render.simulated(summary));
-    console.log(render.summary(summary));
+    console.log(render.summary(summary, MAX_LATENCY_MS));
   }
   await writeResult(flags.json, record);
   exitOnMissed(

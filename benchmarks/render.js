@@ -301,7 +301,7 @@ export const adaptive = {
       ...rows,
     ].join('\n');
   },
-  summary(model) {
+  summary(model, maxLatencyMs) {
     const { inProcess } = model;
     const verdict = (key) => {
       const { aim, met } = model.verdicts.find((each) => each.key === key);
@@ -349,13 +349,51 @@ export const adaptive = {
       `  noise: at ${model.noise.level}, where every configuration forms the same full batches, throughput ranged ` +
         `${fixed(model.noise.throughput[0], 0)}–${fixed(model.noise.throughput[1], 0)} req/s and compute ` +
         `${fixed(model.noise.computeMs[0], 2)}–${fixed(model.noise.computeMs[1], 2)} ms a request over the configurations and rounds`,
+      this.budget(model, maxLatencyMs),
       ...learnt,
     ].join('\n');
+  },
+  /**
+   * Where the aims can be met together: per level, the rounds in which some fixed delay's p99
+   * held max_latency, and auto's throughput over the best such delay's there. Where none did,
+   * holding the budget meant answering less than they did, so the throughput aim and the p99
+   * aim pull apart (benchmarks/adaptive-feasibility.js asks how far on a simulated core).
+   */
+  budget(model, maxLatencyMs) {
+    const levels = [...new Set(model.rounds[0].points.map((point) => point.level))];
+    const parts = levels.map((level) => {
+      const ratios = [];
+      let autoWithin = 0;
+      for (const round of model.rounds) {
+        const here = round.points.filter((point) => point.level === level);
+        const auto = here.find((point) => point.delay === 'auto');
+        const held = here.filter((point) => point.delay !== 'auto' && point.p99Ms <= maxLatencyMs);
+        if (held.length === 0) {
+          if (auto.p99Ms <= maxLatencyMs) autoWithin += 1;
+          continue;
+        }
+        ratios.push(auto.throughput / Math.max(...held.map((point) => point.throughput)));
+      }
+      const none = model.rounds.length - ratios.length;
+      return (
+        `${level} ${ratios.length} of ${model.rounds.length}` +
+        (ratios.length > 0 ? ` (${ratios.map((ratio) => fixed(ratio, 2)).join(', ')})` : '') +
+        (none > 0 ? ` (auto held it in ${autoWithin} of the ${none} where none did)` : '')
+      );
+    });
+    return (
+      `  rounds in which a fixed delay's p99 held max_latency ${maxLatencyMs} ms (auto ÷ the best such delay there): ` +
+      parts.join('; ')
+    );
   },
   render(result) {
     const parts = [this.header(result)];
     for (const model of result.models) {
-      parts.push(...model.rounds.map((round) => this.round(round, model)), this.simulated(model), this.summary(model));
+      parts.push(
+        ...model.rounds.map((round) => this.round(round, model)),
+        this.simulated(model),
+        this.summary(model, result.settings.maxLatencyMs),
+      );
     }
     return parts.join('\n');
   },
