@@ -698,6 +698,8 @@ export class Batcher {
     learning.fit.add(rows, ms);
     learning.returning.answered(this.#clock.now(), rows);
     const fit = learning.fit.current();
+    // The limits count every shape together: the line of the batch answered last says whether a cut is cheap.
+    if (this.#tailCap) this.#tailCap.cheapToCut = predictsCost(fit) && fit.c <= fit.m;
     if (fit === learning.reported) return;
     learning.reported = fit;
     this.#observer.fitChanged?.(fit, learning.waitMs);

@@ -37,6 +37,16 @@ const RAISE_SHARE = 0.75;
  * - in between it holds.
  *
  * It starts only once the p99 is past the budget, so where the budget holds it never binds.
+ *
+ * Where turning requests away costs little throughput (`cheapToCut`: the line says batching
+ * gains at most 2×, c ≤ m, so a shorter queue runs almost as many rows a second), a horizon
+ * cuts once its p99 passes the planned share instead of max_latency itself, keeping a margin
+ * for the next horizon's stalls. On the simulated noisy core (benchmarks/adaptive-feasibility.js,
+ * the demo's line), cutting only past the budget left auto's p99 at 96–134 ms at levels where a
+ * fixed cap held it; the margin brought it to 75–95 ms there, and auto met both aims at 53 levels
+ * of 90 instead of 50. Where batching pays (the cost model, c ≈ 6 m) the same margin cost a
+ * fifth of the throughput at some levels (a cap of a few rows is a batch of a few rows), so there
+ * the cap waits for the budget itself.
  */
 export class TailCap extends RowCap {
   readonly #latencies = new Float64Array(HORIZON);
@@ -45,6 +55,8 @@ export class TailCap extends RowCap {
   /** Answers admitted before this moment (the batcher's clock, ms) do not count: they queued behind the old cap. */
   #since = -Infinity;
 
+  /** Whether turning requests away costs little throughput (c ≤ m): then a p99 past the planned share cuts. */
+  cheapToCut = false;
   /** max_latency, ms. */
   readonly budgetMs: number;
   /** The share of it auto plans answers in, ms (admission-limit.ts). */
@@ -65,7 +77,7 @@ export class TailCap extends RowCap {
     if (ahead + rows > this.#mostThrough) this.#mostThrough = ahead + rows;
     if (this.#count < HORIZON) return;
     const p99 = this.#latencies.sort()[P99_AT] as number;
-    if (p99 > this.budgetMs) {
+    if (p99 > (this.cheapToCut ? this.targetMs : this.budgetMs)) {
       this.capRows = Math.max(1, Math.min(this.capRows, Math.floor((this.#mostThrough * this.targetMs) / p99)));
       this.#since = answeredAtMs;
     } else if (this.turnedAway && p99 < RAISE_SHARE * this.targetMs) {

@@ -278,12 +278,18 @@ test('ReturningRows: the return delay is the longest of the last 16, so a slow r
   assert.ok(Math.abs(returning.dueInMs(now) - (1 * 1.25 + 0.05)) < 1e-9, 'the 16th quick return pushed it out');
 });
 
-/** A gated instance that reports the compute time T(B) = 5 + 0.5·B ms (times `slowdown`), as a real one reports its own. */
+/** A gated instance that reports the compute time T(B) = c + m·B ms (5 + 0.5·B unless told; times `slowdown`), as a real one reports its own. */
 class CostRunner extends GatedRunner {
   slowdown = 1;
+  constructor(
+    id: string,
+    readonly line = { c: 5, m: 0.5 },
+  ) {
+    super(id);
+  }
   override async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
     const { responses } = await super.run(requests);
-    const computeInferNs = this.slowdown * (5 + 0.5 * requests.length) * 1e6;
+    const computeInferNs = this.slowdown * (this.line.c + this.line.m * requests.length) * 1e6;
     return { responses, timings: { computeInputNs: 0, computeInferNs, computeOutputNs: 0 } };
   }
 }
@@ -291,9 +297,10 @@ class CostRunner extends GatedRunner {
 /** A max_latency of which auto plans for 20 ms (80 %): the budget the tests below reason in. */
 const PLANS_20_MS = 25_000;
 
-/** A batcher whose cost line is seeded as at load with T(B) = 5 + 0.5·B, and a gated instance. */
-function seeded(policy: { maxLatencyUs?: number; priorityLevels?: number } = {}) {
-  const runner = new CostRunner('i0');
+/** A batcher whose cost line is seeded as at load with T(B) = 5 + 0.5·B (or `line`), and a gated instance. */
+function seeded(policy: { maxLatencyUs?: number; priorityLevels?: number; line?: { c: number; m: number } } = {}) {
+  const line = policy.line ?? { c: 5, m: 0.5 };
+  const runner = new CostRunner('i0', line);
   const fits: CostFit[] = [];
   const harness = setup(
     {
@@ -305,7 +312,9 @@ function seeded(policy: { maxLatencyUs?: number; priorityLevels?: number } = {})
     [runner],
     { fitChanged: (fit) => fits.push(fit) },
   );
-  for (let round = 0; round < 3; round++) for (const rows of [1, 4, 8]) harness.batcher.seedCost(rows, 5 + 0.5 * rows);
+  for (let round = 0; round < 3; round++) {
+    for (const rows of [1, 4, 8]) harness.batcher.seedCost(rows, line.c + line.m * rows);
+  }
   /** Lets the running batch finish after its T(B) of fake time. */
   const run = async (): Promise<void> => {
     await settle();
@@ -778,6 +787,30 @@ test('the p99 cap turns clients away where batches stretch now and then, latenes
       /11 rows ahead and 1 of its own, more than the 11 that keep recent answers' p99 within max_latency 100 ms/,
     );
   }
+});
+
+test('the p99 cap cuts at the planned share of max_latency where the line says a cut is cheap (c ≤ m), at max_latency itself where batching pays', async () => {
+  // The same stretched batches as above, every eighth 70 ms instead of 90: the rows in and behind
+  // it answer about 90 ms after admission, past the 80 planned, within the 100 of max_latency.
+  const capAfter = async (line: { c: number; m: number }): Promise<number> => {
+    const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 100_000, line });
+    let batches = 0;
+    const next = async (): Promise<void> => {
+      await settle();
+      fake.tick(++batches % 8 === 0 ? 70 : 20);
+      runner.release();
+      await settle();
+    };
+    const clients = closedLoop((value) => submit(value), 16);
+    for (let batch = 0; batch < 40; batch++) await next();
+    const cap = batcher.admissionLimitRows;
+    clients.stop();
+    for (let batch = 0; batch < 4; batch++) await next();
+    await clients.done();
+    return cap;
+  };
+  assert.equal(await capAfter({ c: 5, m: 0.5 }), Infinity, 'batching pays (c = 10 m): no cap within max_latency');
+  assert.equal(await capAfter({ c: 0.5, m: 1 }), 14, 'batching gains little: 16 rows through × 80/90');
 });
 
 test('the budget check costs a batch what recent batches held their instance, dispatch to answer, not their compute time alone', async () => {

@@ -53,3 +53,16 @@ test('TailCap: none while the p99 holds the budget; cut in proportion when it do
   cap.answered(now + 5000, Number.NaN, 0, 1);
   assert.equal(cap.rows, 1, 'an answer with no time: ignored');
 });
+
+test('TailCap: where a cut is cheap (batching gains at most 2×) a p99 past the planned share already cuts; elsewhere only one past max_latency', () => {
+  const dear = new TailCap(100_000);
+  horizon(dear, 0, 50, 16, 90, 3);
+  assert.equal(dear.rows, Infinity, 'p99 90 ms: within max_latency, held');
+
+  const cheap = new TailCap(100_000);
+  cheap.cheapToCut = true;
+  const now = horizon(cheap, 0, 50, 16, 90, 3);
+  assert.equal(cheap.rows, 14, 'p99 90 ms past the planned 80: 16 rows through × 80/90');
+  horizon(cheap, now + 1000, 50, 14, 79, 3);
+  assert.equal(cheap.rows, 14, 'p99 79 ms, between 60 and 80: held');
+});
