@@ -9,7 +9,10 @@
 import { CONCURRENCY, MAX_LATENCY_MS, RATE_SHARE, STATIC_DELAYS_US } from './adaptive-sweep.js';
 import { simulateClosedLoop, simulateOpenLoop } from './simulated-batcher.js';
 
-/** The two models as the tenth pass measured them in process (docs/benchmarks.md). */
+/**
+ * The two models as the tenth pass measured them in process (docs/benchmarks.md), the demo's
+ * negative c taken as 0: on a simulated instance a pass of one row would cost less than nothing.
+ */
 const MODELS = [
   { label: 'cost model', line: { c: 6.5, m: 1.12 }, maxBatchSize: 16 },
   { label: 'demo classifier', line: { c: 0, m: 3.5 }, maxBatchSize: 32 },

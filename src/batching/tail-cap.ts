@@ -42,10 +42,11 @@ const RAISE_SHARE = 0.75;
  * gains at most 2×, c ≤ m, so a shorter queue runs almost as many rows a second), a horizon
  * cuts once its p99 passes the planned share instead of max_latency itself, keeping a margin
  * for the next horizon's stalls. On the simulated noisy core (benchmarks/adaptive-feasibility.js,
- * the demo's line), cutting only past the budget left auto's p99 at 96–134 ms at levels where a
- * fixed cap held it; the margin brought it to 75–95 ms there, and auto met both aims at 53 levels
- * of 90 instead of 50. Where batching pays (the cost model, c ≈ 6 m) the same margin cost a
- * fifth of the throughput at some levels (a cap of a few rows is a batch of a few rows), so there
+ * the demo's line), cutting only past the budget left auto's p99 at 101–187 ms at 10 of the 13
+ * levels where a fixed delay behind a fixed cap met both aims; with the margin auto met both
+ * at three more of them (p99 99, 115 and 134 ms became 95, 92 and 88), 53 levels of 90 in all
+ * instead of 50. Where batching pays (the cost model, c ≈ 6 m) the same margin cost up to a
+ * quarter of the throughput at some levels (a cap of a few rows is a batch of a few rows), so
  * the cap waits for the budget itself.
  */
 export class TailCap extends RowCap {
