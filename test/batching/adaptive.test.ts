@@ -68,6 +68,19 @@ test('the wait rule: rows owed back while s·Δ < c, the stream while gap < c/q;
     '30 ms idles 6 ms of the core: more than a batch of their own',
   );
   assert.equal(ask({ gapMs: 6, idleShare: 0.1 }), 0, 'the stream rule does not bet on a busy core: gap > c/q');
+  // Where batching gains at most 2× (c ≤ m) the busy core's discount does not apply: the wait
+  // could save less than a row's cost while it delays every queued row by its whole length.
+  const flat: CostFit = { ...TRUSTED, c: 0.5, m: 3.5 };
+  assert.equal(
+    ask({ queuedRows: 2, gapMs: Infinity, returningRows: 2, returningInMs: 2, idleShare: 0.2, fit: flat }),
+    0,
+    'c = 0.5 ≤ m: 2 ms is past c, however busy the core',
+  );
+  assert.equal(
+    ask({ queuedRows: 2, gapMs: Infinity, returningRows: 2, returningInMs: 0.4, idleShare: 0.2, fit: flat }),
+    0.4,
+    'due within c itself: waits',
+  );
   assert.equal(
     ask({ queuedRows: 7, gapMs: Infinity, returningRows: 40, returningInMs: 0.5, maxLatencyMs: 9.6 }),
     0.5,
