@@ -1,4 +1,4 @@
-import type { CostFit } from './cost-fit.js';
+import { batchingGainsLittle, type CostFit } from './cost-fit.js';
 
 /** What the adaptive policy knows when an instance is free and rows are queued. */
 export interface WaitQuestion {
@@ -78,7 +78,7 @@ export function adaptiveWaitMs(question: WaitQuestion): number {
   const returningInMs = question.returningInMs;
   // The idle share discounts the wait only where batching pays more than 2× (c > m): below that
   // the fixed cost a wait can save is less than one row's, while it delays every queued row.
-  const idleShare = c > m ? question.idleShare : 1;
+  const idleShare = batchingGainsLittle(fit) ? 1 : question.idleShare;
   if (returning > 0 && idleShare * returningInMs < c && inBudget(returning, returningInMs)) {
     return Math.max(MIN_WAIT_MS, returningInMs);
   }

@@ -11,7 +11,7 @@ import type { BatchRunner } from './batch-runner.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import { adaptiveWaitMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
-import { OnlineCostFit, type CostFit } from './cost-fit.js';
+import { batchingGainsLittle, OnlineCostFit, type CostFit } from './cost-fit.js';
 import { AdmissionLimit, plannedMs } from './admission-limit.js';
 import { TailCap } from './tail-cap.js';
 import { batchMsOn, expectedCompletion, predictsCost } from './expected-completion.js';
@@ -699,7 +699,7 @@ export class Batcher {
     learning.returning.answered(this.#clock.now(), rows);
     const fit = learning.fit.current();
     // The limits count every shape together: the line of the batch answered last says whether a cut is cheap.
-    if (this.#tailCap) this.#tailCap.cheapToCut = predictsCost(fit) && fit.c <= fit.m;
+    if (this.#tailCap) this.#tailCap.cheapToCut = predictsCost(fit) && batchingGainsLittle(fit);
     if (fit === learning.reported) return;
     learning.reported = fit;
     this.#observer.fitChanged?.(fit, learning.waitMs);
