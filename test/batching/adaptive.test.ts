@@ -769,30 +769,42 @@ test("the admission limit refuses what measured answers say would be late where 
   assert.ok(refusals.length > 0, 'the limit turned clients away');
 });
 
-test('the p99 cap turns clients away where batches stretch now and then, lateness the admission limit lets pass', async () => {
-  const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 100_000 });
-  // 16 clients sending again once answered, batches of 8: one runs while the next 8 queue. A
-  // batch holds the instance 20 ms, every eighth 90 ms (the main thread busy on a shared core):
-  // its rows, and those of the batch after it, which queued behind it, answer 110 ms after
-  // admission: a quarter of the answers are late.
+/**
+ * 16 clients sending again once answered, batches of 8: one runs while the next 8 queue. A
+ * batch holds the instance 20 ms, every eighth `stretchedMs` (the main thread busy on a shared
+ * core). After 40 batches, the rows ahead the batcher then allows; then the clients stop and
+ * the queue drains. Max_latency 100 ms; the line is `line`, 5 + 0.5·B unless told.
+ */
+async function stretchedBatches(
+  stretchedMs: number,
+  line?: { c: number; m: number },
+): Promise<{ capRows: number; refusals: Error[] }> {
+  const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 100_000, ...(line ? { line } : {}) });
   let batches = 0;
   const next = async (): Promise<void> => {
     await settle();
-    fake.tick(++batches % 8 === 0 ? 90 : 20);
+    fake.tick(++batches % 8 === 0 ? stretchedMs : 20);
     runner.release();
     await settle();
   };
   const clients = closedLoop((value) => submit(value), 16);
-  const refusals = clients.refusals;
   for (let batch = 0; batch < 40; batch++) await next();
+  const capRows = batcher.admissionLimitRows;
+  clients.stop();
+  for (let batch = 0; batch < 4; batch++) await next();
+  await clients.done();
+  return { capRows, refusals: clients.refusals };
+}
+
+test('the p99 cap turns clients away where batches stretch now and then, lateness the admission limit lets pass', async () => {
+  // Every eighth batch 90 ms: its rows, and those of the batch after it, which queued behind it,
+  // answer 110 ms after admission: a quarter of the answers are late.
+  const { capRows, refusals } = await stretchedBatches(90);
   // The 200 answers' p99, 110 ms (a row that queued behind a stretched batch: 90 + 20 ms),
   // scales the 16 rows they went through: 16 × 80/110 = 11.6. The admission limit took every
   // late window of 32 for a stall and never cut: the late answers of the window after it were
   // admitted before it ended, and the ones admitted since were on time.
-  assert.equal(batcher.admissionLimitRows, 11);
-  clients.stop();
-  for (let batch = 0; batch < 4; batch++) await next();
-  await clients.done();
+  assert.equal(capRows, 11);
   assert.ok(refusals.length > 0, 'the cap turned clients away');
   for (const refusal of refusals) {
     assert.match(
@@ -803,27 +815,18 @@ test('the p99 cap turns clients away where batches stretch now and then, latenes
 });
 
 test('the p99 cap cuts at the planned share of max_latency where the line says a cut is cheap (c ≤ m), at max_latency itself where batching pays', async () => {
-  // The same stretched batches as above, every eighth 70 ms instead of 90: the rows in and behind
-  // it answer about 90 ms after admission, past the 80 planned, within the 100 of max_latency.
-  const capAfter = async (line: { c: number; m: number }): Promise<number> => {
-    const { fake, submit, batcher, runner } = seeded({ maxLatencyUs: 100_000, line });
-    let batches = 0;
-    const next = async (): Promise<void> => {
-      await settle();
-      fake.tick(++batches % 8 === 0 ? 70 : 20);
-      runner.release();
-      await settle();
-    };
-    const clients = closedLoop((value) => submit(value), 16);
-    for (let batch = 0; batch < 40; batch++) await next();
-    const cap = batcher.admissionLimitRows;
-    clients.stop();
-    for (let batch = 0; batch < 4; batch++) await next();
-    await clients.done();
-    return cap;
-  };
-  assert.equal(await capAfter({ c: 5, m: 0.5 }), Infinity, 'batching pays (c = 10 m): no cap within max_latency');
-  assert.equal(await capAfter({ c: 0.5, m: 1 }), 14, 'batching gains little: 16 rows through × 80/90');
+  // Every eighth batch 70 ms: the rows in and behind it answer about 90 ms after admission, past
+  // the 80 planned, within the 100 of max_latency.
+  assert.equal(
+    (await stretchedBatches(70, { c: 5, m: 0.5 })).capRows,
+    Infinity,
+    'batching pays (c = 10 m): no cap within max_latency',
+  );
+  assert.equal(
+    (await stretchedBatches(70, { c: 0.5, m: 1 })).capRows,
+    14,
+    'batching gains little: 16 rows through × 80/90',
+  );
 });
 
 test('the budget check costs a batch what recent batches held their instance, dispatch to answer, not their compute time alone', async () => {
