@@ -223,7 +223,8 @@ export const grpcVsRest = {
   },
 };
 
-const delayLabel = (delay) => {
+/** A max_queue_delay (µs, or 'auto') as the tables print it: 0, 1ms, 500us, auto. */
+export const delayLabel = (delay) => {
   if (delay === 'auto') return 'auto';
   if (delay === 0) return '0';
   return delay % 1000 === 0 ? `${delay / 1000}ms` : `${delay}us`;
