@@ -8,9 +8,9 @@
 // Each round starts one fresh `serve` child per model on CPU 0 (taskset, when present), from an
 // archive that says `max_queue_delay: auto` (so it times its batches at load as a deployed model
 // does, not inside the first level), and drives it from CPU 1 with the bench's own sweep
-// (runSweep), which switches it between the configurations (delays 0, 1ms, 2ms, 5ms, 10ms and
-// auto) through the management API as `bench --delays` does: every ratio compares points of one
-// sweep on one server. One load level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
+// (runSweep), which switches it between the configurations (delays 0, 1ms, 2ms, 5ms, 10ms,
+// auto, and delay 0 once more: CONTROL) through the management API as `bench --delays` does:
+// every ratio compares points of one sweep on one server. One load level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
 // (Poisson) at 70 % of the highest throughput a fixed delay reached at concurrency 64 in that
 // round. At 90 %, and on the slower machines of later passes at 80 %, the rate sat at the
 // server's capacity: delay 0's queue ran away (p99 222–537 ms in five of six rounds of the
@@ -18,7 +18,8 @@
 // measured overload (benchmarks/overload.js's subject) instead of a sustained load.
 // Each level runs every configuration four times, interleaved A B B A (measureSlices), and every ratio
 // compares figures of the same round, against the fixed delay that did best in the other rounds
-// (summarize); the summary takes the median over rounds. Aims (AIMS):
+// (summarize); the summary takes the median over rounds. Delay 0 measured twice in each slice
+// gives the ratios' yardstick: how far one configuration lands from itself. Aims (AIMS):
 //   auto throughput ÷ the best fixed delay's, at every load level     ≥ 0.95
 //   auto p50 ÷ delay 0's p50, at concurrency 1                        ≤ 1.05
 //   auto p99, at every load level                                     ≤ max_latency
@@ -42,12 +43,20 @@ import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.j
 import { serveChild } from './serve-child.js';
 
 const AIMS = { throughputRatio: 0.95, p50Ratio: 1.05 };
+/**
+ * Delay 0 again, as a configuration of its own in every slice: its ratios to delay 0 are what
+ * the same configuration measures against itself here, in the same rounds and order as auto's.
+ * At concurrency 1, where auto's line is not trusted and it runs as delay 0, the eleventh pass
+ * measured auto at 0.85, 1.01 and 0.95 of delay 0: the aim of 0.95 sits inside that spread.
+ */
+const CONTROL = 'control';
 
 const flags = benchFlags('adaptive');
 const settings = {
   pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
   rounds: flags.quick ? 1 : 3,
   staticDelaysUs: STATIC_DELAYS_US,
+  control: true,
   concurrency: CONCURRENCY,
   rateShare: RATE_SHARE,
   maxLatencyMs: MAX_LATENCY_MS,
@@ -207,7 +216,7 @@ async function warmUp(server, model) {
 async function measureLevel(server, model, delay, level, load = settings) {
   const { points } = await runSweep(server.target, {
     batchSizes: [model.maxBatchSize],
-    delays: [delay],
+    delays: [delay === CONTROL ? 0 : delay],
     instances: [1],
     levels: [level],
     protocol: 'v2-binary',
@@ -303,7 +312,7 @@ async function measureSlices(server, model, order, level) {
  * Auto leads the order in odd rounds and ends it in even ones.
  */
 async function measureRound(model, dir, round) {
-  const configs = ['auto', ...STATIC_DELAYS_US];
+  const configs = ['auto', ...STATIC_DELAYS_US, CONTROL];
   const order = round % 2 === 1 ? configs : [...configs].reverse();
   const server = await serve(model, dir);
   try {
@@ -313,7 +322,7 @@ async function measureRound(model, dir, round) {
       points.push(...(await measureSlices(server, model, order, { kind: 'concurrency', concurrency })));
     }
     const top = `c=${CONCURRENCY.at(-1)}`;
-    const staticTop = points.filter((p) => p.delay !== 'auto' && p.level === top && p.errors === 0);
+    const staticTop = points.filter((p) => typeof p.delay === 'number' && p.level === top && p.errors === 0);
     const rate = Math.round(RATE_SHARE * Math.max(...staticTop.map((p) => p.throughput)));
     points.push(...(await measureSlices(server, model, order, { kind: 'rate', rate, arrival: 'poisson' })));
     return { round, order: order.map(String), rate, points };
@@ -350,6 +359,9 @@ function summarize(model, rounds, inProcess, simulated) {
     const autoRefused = median(rounds.map((round) => point(round, level, 'auto').refusedShare));
     const autoInFlight = median(rounds.map((round) => point(round, level, 'auto').inFlight));
     const batch = (delay) => median(rounds.map((round) => point(round, level, delay).averageBatch));
+    const controlRatios = rounds.map(
+      (round) => point(round, level, CONTROL).throughput / point(round, level, 0).throughput,
+    );
     return {
       level,
       bestStaticDelayUs: best,
@@ -361,9 +373,11 @@ function summarize(model, rounds, inProcess, simulated) {
       autoRefused,
       autoInFlight,
       zeroP99Ms: Math.max(...rounds.map((round) => point(round, level, 0).p99Ms)),
+      controlRatios,
     };
   });
   const p50Ratios = rounds.map((round) => point(round, 'c=1', 'auto').p50Ms / point(round, 'c=1', 0).p50Ms);
+  const controlP50Ratios = rounds.map((round) => point(round, 'c=1', CONTROL).p50Ms / point(round, 'c=1', 0).p50Ms);
   // At the highest concurrency every configuration forms the same full batches: how far apart
   // they land is this machine's noise, the yardstick for the ratios.
   const top = rounds.flatMap((round) => round.points.filter((p) => p.level === `c=${CONCURRENCY.at(-1)}`));
@@ -378,6 +392,8 @@ function summarize(model, rounds, inProcess, simulated) {
     perLevel,
     p50Ratio: median(p50Ratios),
     p50Ratios,
+    controlP50Ratios,
+    aims: AIMS,
     noise: { level: `c=${CONCURRENCY.at(-1)}`, throughput: span('throughput'), computeMs: span('computeMs') },
     verdicts: [
       ...perLevel.map(({ level, throughputRatio }) => ({

@@ -223,9 +223,13 @@ export const grpcVsRest = {
   },
 };
 
-/** A max_queue_delay (µs, or 'auto') as the tables print it: 0, 1ms, 500us, auto. */
+/**
+ * A max_queue_delay (µs, or 'auto') as the tables print it: 0, 1ms, 500us, auto; bench:adaptive's
+ * control, delay 0 measured a second time, is "0 again".
+ */
 export const delayLabel = (delay) => {
   if (delay === 'auto') return 'auto';
+  if (delay === 'control') return '0 again';
   if (delay === 0) return '0';
   return delay % 1000 === 0 ? `${delay / 1000}ms` : `${delay}us`;
 };
@@ -242,7 +246,8 @@ export const adaptive = {
       settings.pinned
         ? 'servers pinned to CPU 0, client to CPU 1 (taskset)'
         : 'taskset not found: servers and client share the CPUs',
-      `fixed delays ${settings.staticDelaysUs.map(delayLabel).join(', ')} and auto (max_latency ${settings.maxLatencyMs} ms), ` +
+      `fixed delays ${settings.staticDelaysUs.map(delayLabel).join(', ')} and auto (max_latency ${settings.maxLatencyMs} ms)` +
+        (settings.control ? ', and delay 0 a second time ("0 again", the control), ' : ', ') +
         'one fresh server per model each round, switched between them live as `bench --delays` does, intra_op_threads 1',
       `closed loop at concurrency ${settings.concurrency.join(', ')}, then Poisson arrivals at ` +
         `${settings.rateShare * 100}% of the best fixed delay's throughput at concurrency ${top} in the same round; ` +
@@ -256,9 +261,10 @@ export const adaptive = {
   round(round, model) {
     const configs = [
       ...round.order
-        .filter((delay) => delay !== 'auto')
+        .filter((delay) => delay !== 'auto' && delay !== 'control')
         .map(Number)
         .sort((a, b) => a - b),
+      ...(round.order.includes('control') ? ['control'] : []),
       'auto',
     ];
     const levels = [...new Set(round.points.map((point) => point.level))];
@@ -347,12 +353,30 @@ export const adaptive = {
       ),
       `  auto p50 ÷ delay-0 p50 at c=1: ${fixed(model.p50Ratio, 3)} (rounds ${rounds(model.p50Ratios)}; ` +
         `${verdict('p50 c=1')})`,
+      ...this.control(model),
       `  noise: at ${model.noise.level}, where every configuration forms the same full batches, throughput ranged ` +
         `${fixed(model.noise.throughput[0], 0)}–${fixed(model.noise.throughput[1], 0)} req/s and compute ` +
         `${fixed(model.noise.computeMs[0], 2)}–${fixed(model.noise.computeMs[1], 2)} ms a request over the configurations and rounds`,
       this.budget(model, maxLatencyMs),
       ...learnt,
     ].join('\n');
+  },
+  /**
+   * The yardstick: delay 0 measured twice in every slice, the second's throughput (and p50 at
+   * concurrency 1) over the first's, per level and round. Results stored before the control
+   * was measured have none.
+   */
+  control(model) {
+    if (model.controlP50Ratios === undefined) return [];
+    const rounds = (values) => values.map((value) => fixed(value, 2)).join(', ');
+    const spread = (values) => `${fixed(Math.min(...values), 2)}–${fixed(Math.max(...values), 2)}`;
+    const all = model.perLevel.flatMap(({ controlRatios }) => controlRatios);
+    return [
+      `  delay 0 against itself ("0 again" ÷ 0, the same configuration twice in every slice): throughput ` +
+        model.perLevel.map(({ level, controlRatios }) => `${level} ${rounds(controlRatios)}`).join('; ') +
+        `; p50 at c=1 ${rounds(model.controlP50Ratios)}. Over all levels and rounds ${spread(all)}: ` +
+        `${all.filter((ratio) => ratio < model.aims.throughputRatio).length} of ${all.length} below the aim's ${model.aims.throughputRatio}`,
+    ];
   },
   /**
    * Where the aims can be met together: per level, the rounds in which some fixed delay's p99
@@ -368,7 +392,7 @@ export const adaptive = {
       for (const round of model.rounds) {
         const here = round.points.filter((point) => point.level === level);
         const auto = here.find((point) => point.delay === 'auto');
-        const held = here.filter((point) => point.delay !== 'auto' && point.p99Ms <= maxLatencyMs);
+        const held = here.filter((point) => typeof point.delay === 'number' && point.p99Ms <= maxLatencyMs);
         if (held.length === 0) {
           if (auto.p99Ms <= maxLatencyMs) autoWithin += 1;
           continue;
