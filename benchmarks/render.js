@@ -252,7 +252,7 @@ export const adaptive = {
       `closed loop at concurrency ${settings.concurrency.join(', ')}, then Poisson arrivals at ` +
         `${settings.rateShare * 100}% of the best fixed delay's throughput at concurrency ${top} in the same round; ` +
         `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms per measurement; ` +
-        `${settings.rounds} round${settings.rounds === 1 ? '' : 's'} on fresh servers (every level once at 0 and 10ms first, unmeasured), ` +
+        `${settings.rounds} round${settings.rounds === 1 ? '' : 's'} on fresh servers (every level once at 0 and 10ms first, unmeasured), each level opened by one unmeasured run of its first configuration, then ` +
         `each level on every configuration ${settings.slices} time${settings.slices === 1 ? '' : 's'} interleaved ` +
         "(in the order, reversed, reversed, as at first; auto leads it in odd rounds and ends it in even ones), the mean of its slices per configuration (p99: of all its slices' requests pooled); " +
         'ratios within a round, each against the fixed delay with the best median of the other rounds (chosen on other figures than it is compared on), medians over rounds',
