@@ -234,6 +234,9 @@ export const delayLabel = (delay) => {
   return delay % 1000 === 0 ? `${delay / 1000}ms` : `${delay}us`;
 };
 
+/** Per-round ratios as the summaries list them: 0.97, 1.02, 0.95. */
+const ratioList = (values) => values.map((value) => fixed(value, 2)).join(', ');
+
 /** The rows ahead auto's admission allowed after a level. */
 const admissionLimit = (line) => (line.admissionLimitRows === null ? 'none' : `${line.admissionLimitRows} rows ahead`);
 
@@ -314,7 +317,6 @@ export const adaptive = {
       const { aim, met } = model.verdicts.find((each) => each.key === key);
       return `aim ${aim}: ${metOrMissed(met)}`;
     };
-    const rounds = (values) => values.map((value) => fixed(value, 2)).join(', ');
     const ceiling = inProcess.ceiling === null ? 'no ceiling' : `1 + c/m = ${fixed(inProcess.ceiling, 1)}×`;
     const lastRound = model.rounds.at(-1);
     const learnt = lastRound.points
@@ -345,13 +347,13 @@ export const adaptive = {
           zeroP99Ms,
         }) =>
           `  ${level.padEnd(6)} auto ÷ best fixed delay (${delayLabel(bestStaticDelayUs)}) ${fixed(throughputRatio, 3)} ` +
-          `(rounds ${rounds(throughputRatios)} against ${bestElsewhereUs.map(delayLabel).join(', ')}, each the best of the other rounds; ` +
+          `(rounds ${ratioList(throughputRatios)} against ${bestElsewhereUs.map(delayLabel).join(', ')}, each the best of the other rounds; ` +
           `${verdict(`throughput ${level}`)}); batch auto ${fixed(batches.auto, 1)}, 0 ${fixed(batches.zero, 1)}, ` +
           `best ${fixed(batches.best, 1)}; auto p99 ${fixed(autoP99Ms, 1)} ms (${verdict(`p99 ${level}`)}; ` +
           `delay 0: ${fixed(zeroP99Ms, 1)} ms); auto refused ${fixed(100 * autoRefused, 1)} %, ` +
           `${fixed(autoInFlight, 1)} requests in flight (Little's law)`,
       ),
-      `  auto p50 ÷ delay-0 p50 at c=1: ${fixed(model.p50Ratio, 3)} (rounds ${rounds(model.p50Ratios)}; ` +
+      `  auto p50 ÷ delay-0 p50 at c=1: ${fixed(model.p50Ratio, 3)} (rounds ${ratioList(model.p50Ratios)}; ` +
         `${verdict('p50 c=1')})`,
       ...this.control(model),
       `  noise: at ${model.noise.level}, where every configuration forms the same full batches, throughput ranged ` +
@@ -368,13 +370,12 @@ export const adaptive = {
    */
   control(model) {
     if (model.controlP50Ratios === undefined) return [];
-    const rounds = (values) => values.map((value) => fixed(value, 2)).join(', ');
     const spread = (values) => `${fixed(Math.min(...values), 2)}–${fixed(Math.max(...values), 2)}`;
     const all = model.perLevel.flatMap(({ controlRatios }) => controlRatios);
     return [
       `  delay 0 against itself ("0 again" ÷ 0, the same configuration twice in every slice): throughput ` +
-        model.perLevel.map(({ level, controlRatios }) => `${level} ${rounds(controlRatios)}`).join('; ') +
-        `; p50 at c=1 ${rounds(model.controlP50Ratios)}. Over all levels and rounds ${spread(all)}: ` +
+        model.perLevel.map(({ level, controlRatios }) => `${level} ${ratioList(controlRatios)}`).join('; ') +
+        `; p50 at c=1 ${ratioList(model.controlP50Ratios)}. Over all levels and rounds ${spread(all)}: ` +
         `${all.filter((ratio) => ratio < model.aims.throughputRatio).length} of ${all.length} below the aim's ${model.aims.throughputRatio}`,
     ];
   },
@@ -533,7 +534,6 @@ export const servingHeap = {
   summary(result) {
     const { summary, variants } = result;
     const label = (name) => variants.find((variant) => variant.name === name)?.label ?? name;
-    const rounds = (values) => values.map((value) => fixed(value, 2)).join(', ');
     return [
       `\nmedians over rounds:`,
       ...summary.perVariant.flatMap(({ variant, levels }) => [
@@ -544,11 +544,11 @@ export const servingHeap = {
             `p99 ${fixed(level.p99Ms, 2)} ms  major GCs ${fixed(level.majorGcsPerSecond, 2)}/s  GC ${fixed(level.gcShare * 100, 1)} %`,
         ),
       ]),
-      `with the flag ÷ without, same round: p99 at c=1 ${fixed(summary.p99RatioC1, 2)} (rounds ${rounds(summary.p99RatiosC1)}; ` +
+      `with the flag ÷ without, same round: p99 at c=1 ${fixed(summary.p99RatioC1, 2)} (rounds ${ratioList(summary.p99RatiosC1)}; ` +
         `aim ${summary.verdicts[0].aim}: ${metOrMissed(summary.verdicts[0].met)}), ` +
-        `throughput at c=64 ${fixed(summary.throughputRatioC64, 2)} (rounds ${rounds(summary.throughputRatiosC64)}; ` +
+        `throughput at c=64 ${fixed(summary.throughputRatioC64, 2)} (rounds ${ratioList(summary.throughputRatiosC64)}; ` +
         `aim ${summary.verdicts[1].aim}: ${metOrMissed(summary.verdicts[1].met)}), ` +
-        `p99 at c=64 ${fixed(summary.p99RatioC64, 2)} (rounds ${rounds(summary.p99RatiosC64)})`,
+        `p99 at c=64 ${fixed(summary.p99RatioC64, 2)} (rounds ${ratioList(summary.p99RatiosC64)})`,
     ].join('\n');
   },
   render(result) {
