@@ -10,7 +10,7 @@
 // does, not inside the first level), and drives it from CPU 1 with the bench's own sweep
 // (runSweep), which switches it between the configurations (delays 0, 1ms, 2ms, 5ms, 10ms,
 // auto, and delay 0 once more: CONTROL) through the management API as `bench --delays` does:
-// every ratio compares points of one sweep on one server. One load level at a time across all six: closed loop at concurrency 1, 4, 16, 64, then open loop
+// every ratio compares points of one sweep on one server. One load level at a time across all seven: closed loop at concurrency 1, 4, 16, 64, then open loop
 // (Poisson) at 70 % of the highest throughput a fixed delay reached at concurrency 64 in that
 // round. At 90 %, and on the slower machines of later passes at 80 %, the rate sat at the
 // server's capacity: delay 0's queue ran away (p99 222–537 ms in five of six rounds of the
@@ -37,26 +37,21 @@ import { fileURLToPath } from 'node:url';
 import onnxProto from 'onnx-proto';
 import { build, decodeFromCompressedBase64 } from 'hdr-histogram-js';
 import { parse, stringify } from 'yaml';
-import { CONCURRENCY, MAX_LATENCY_MS, RATE_SHARE, STATIC_DELAYS_US } from './adaptive-sweep.js';
+import { CONCURRENCY, CONTROL, MAX_LATENCY_MS, RATE_SHARE, STATIC_DELAYS_US } from './adaptive-sweep.js';
 import { adaptive as render } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
 import { serveChild } from './serve-child.js';
 
 const AIMS = { throughputRatio: 0.95, p50Ratio: 1.05 };
-/**
- * Delay 0 again, as a configuration of its own in every slice: its ratios to delay 0 are what
- * the same configuration measures against itself here, in the same rounds and order as auto's.
- * At concurrency 1, where auto's line is not trusted and it runs as delay 0, the eleventh pass
- * measured auto at 0.85, 1.01 and 0.95 of delay 0: the aim of 0.95 sits inside that spread.
- */
-const CONTROL = 'control';
+
+/** A run that only brings a level or a configuration to its steady state: its figures are dropped. */
+const UNMEASURED = { windowMs: 100, windows: 1 };
 
 const flags = benchFlags('adaptive');
 const settings = {
   pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
   rounds: flags.quick ? 1 : 3,
   staticDelaysUs: STATIC_DELAYS_US,
-  control: true,
   concurrency: CONCURRENCY,
   rateShare: RATE_SHARE,
   maxLatencyMs: MAX_LATENCY_MS,
@@ -207,7 +202,7 @@ async function serve(model, dir) {
 async function warmUp(server, model) {
   for (const concurrency of CONCURRENCY) {
     for (const delay of [0, 10_000]) {
-      await measureLevel(server, model, delay, { kind: 'concurrency', concurrency }, { windowMs: 100, windows: 1 });
+      await measureLevel(server, model, delay, { kind: 'concurrency', concurrency }, UNMEASURED);
     }
   }
 }
@@ -281,7 +276,7 @@ function pooledP99Ms(measured) {
  * average (30 levels × rounds), of the second 0.957, of the others 0.98–1.03.
  */
 async function measureSlices(server, model, order, level) {
-  await measureLevel(server, model, order[0], level, { windowMs: 100, windows: 1 });
+  await measureLevel(server, model, order[0], level, UNMEASURED);
   const slices = new Map(order.map((delay) => [delay, []]));
   for (let slice = 0; slice < settings.slices; slice++) {
     const reversed = slice % 4 === 1 || slice % 4 === 2;

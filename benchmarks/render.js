@@ -1,5 +1,6 @@
 // The printed figures of each benchmark, rendered from its JSON result: the script prints them
 // as it runs, and `npm run docs:bench` puts the same text into docs/benchmarks.md.
+import { CONTROL } from './adaptive-sweep.js';
 
 function environmentLines(result, { onnxruntimeLoaded = true } = {}) {
   const env = result.environment;
@@ -229,7 +230,7 @@ export const grpcVsRest = {
  */
 export const delayLabel = (delay) => {
   if (delay === 'auto') return 'auto';
-  if (delay === 'control') return '0 again';
+  if (delay === CONTROL) return '0 again';
   if (delay === 0) return '0';
   return delay % 1000 === 0 ? `${delay / 1000}ms` : `${delay}us`;
 };
@@ -249,9 +250,8 @@ export const adaptive = {
       settings.pinned
         ? 'servers pinned to CPU 0, client to CPU 1 (taskset)'
         : 'taskset not found: servers and client share the CPUs',
-      `fixed delays ${settings.staticDelaysUs.map(delayLabel).join(', ')} and auto (max_latency ${settings.maxLatencyMs} ms)` +
-        (settings.control ? ', and delay 0 a second time ("0 again", the control), ' : ', ') +
-        'one fresh server per model each round, switched between them live as `bench --delays` does, intra_op_threads 1',
+      `fixed delays ${settings.staticDelaysUs.map(delayLabel).join(', ')} and auto (max_latency ${settings.maxLatencyMs} ms), ` +
+        'and delay 0 a second time ("0 again", the control), one fresh server per model each round, switched between them live as `bench --delays` does, intra_op_threads 1',
       `closed loop at concurrency ${settings.concurrency.join(', ')}, then Poisson arrivals at ` +
         `${settings.rateShare * 100}% of the best fixed delay's throughput at concurrency ${top} in the same round; ` +
         `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms per measurement; ` +
@@ -264,10 +264,10 @@ export const adaptive = {
   round(round, model) {
     const configs = [
       ...round.order
-        .filter((delay) => delay !== 'auto' && delay !== 'control')
+        .filter((delay) => delay !== 'auto' && delay !== CONTROL)
         .map(Number)
         .sort((a, b) => a - b),
-      ...(round.order.includes('control') ? ['control'] : []),
+      CONTROL,
       'auto',
     ];
     const levels = [...new Set(round.points.map((point) => point.level))];
@@ -365,11 +365,9 @@ export const adaptive = {
   },
   /**
    * The yardstick: delay 0 measured twice in every slice, the second's throughput (and p50 at
-   * concurrency 1) over the first's, per level and round. Results stored before the control
-   * was measured have none.
+   * concurrency 1) over the first's, per level and round.
    */
   control(model) {
-    if (model.controlP50Ratios === undefined) return [];
     const spread = (values) => `${fixed(Math.min(...values), 2)}–${fixed(Math.max(...values), 2)}`;
     const all = model.perLevel.flatMap(({ controlRatios }) => controlRatios);
     return [
@@ -403,7 +401,7 @@ export const adaptive = {
       const none = model.rounds.length - ratios.length;
       return (
         `${level} ${ratios.length} of ${model.rounds.length}` +
-        (ratios.length > 0 ? ` (${ratios.map((ratio) => fixed(ratio, 2)).join(', ')})` : '') +
+        (ratios.length > 0 ? ` (${ratioList(ratios)})` : '') +
         (none > 0 ? ` (auto held it in ${autoWithin} of the ${none} where none did)` : '')
       );
     });
