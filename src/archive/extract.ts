@@ -4,17 +4,17 @@ import { lstat, mkdir, rename, rm } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import {
+  ArchiveCorruptError,
   ArchiveDuplicateEntryError,
   ArchiveIntegrityError,
-  ArchiveMissingFileError,
   ArchiveUnsafePathError,
   OutputExistsError,
 } from '../core/errors.js';
 import { describeEntry, type ArchiveLimits } from './limits.js';
 import { MANIFEST_PATH, type ManifestFile } from './manifest.js';
-import { openArchive, type ArchiveSource } from './source.js';
-import { readManifest } from './read.js';
-import { Sha256Tap } from './verify.js';
+import { openArchive, type ArchiveEntry, type ArchiveSource } from './source.js';
+import { readArchiveContents } from './read.js';
+import { digestStatus, Sha256Tap } from './verify.js';
 
 export interface UnpackOptions {
   /** Replace an existing `targetDir`, once the new extraction has fully succeeded. */
@@ -31,8 +31,9 @@ export interface UnpackResult {
 /**
  * Extracts a .mar into `targetDir` so that either all of it arrives, checked, or nothing
  * does: entries go to a hidden sibling directory that is renamed into place at the end and
- * removed on any failure. When the archive has a manifest, every file is hashed on its way
- * to disk and must match it; files the manifest does not list are refused as injected.
+ * removed on any failure. The archive passes readArchiveContents' checks first (a manifest,
+ * the listing against it, the config and the files it names); then every file is hashed on
+ * its way to disk and must match the manifest and its CRC-32.
  */
 export async function unpackArchive(
   location: string,
@@ -45,7 +46,9 @@ export async function unpackArchive(
   }
   const source = await openArchive(location, options.limits);
   try {
-    const expected = await expectedFiles(source);
+    // Every check that reads no file data, before anything is written: a broken archive fails fast.
+    const { manifest } = await readArchiveContents(source);
+    const expected = new Map(manifest.files.map((file) => [file.path, file]));
     await mkdir(dirname(target), { recursive: true });
     // Not mkdtemp: its 0o700 would become the target's mode on rename.
     const staging = join(dirname(target), `.${basename(target)}.partial-${randomBytes(6).toString('hex')}`);
@@ -53,7 +56,7 @@ export async function unpackArchive(
     try {
       let bytes = 0;
       for (const entry of source.entries) {
-        await extractEntry(source, entry.path, staging, expected?.get(entry.path));
+        await extractEntry(source, entry, staging, expected.get(entry.path));
         bytes += entry.size;
       }
       await moveIntoPlace(staging, target, options.force === true);
@@ -67,35 +70,14 @@ export async function unpackArchive(
   }
 }
 
-/** The manifest's files by path, or undefined for archives without one. */
-async function expectedFiles(source: ArchiveSource): Promise<Map<string, ManifestFile> | undefined> {
-  if (source.entry(MANIFEST_PATH) === undefined) return undefined;
-  const manifest = await readManifest(source);
-  const expected = new Map(manifest.files.map((file) => [file.path, file]));
-  // Checked before anything is written, so a broken archive fails fast.
-  for (const file of manifest.files) {
-    if (source.entry(file.path) === undefined) {
-      throw new ArchiveMissingFileError(
-        `${describeEntry(source.location, file.path)} is listed in ${MANIFEST_PATH} but missing`,
-      );
-    }
-  }
-  for (const entry of source.entries) {
-    if (entry.path !== MANIFEST_PATH && !expected.has(entry.path)) {
-      throw new ArchiveIntegrityError(
-        `${describeEntry(source.location, entry.path)} is not listed in ${MANIFEST_PATH}`,
-      );
-    }
-  }
-  return expected;
-}
-
+/** `expected` is undefined for the manifest itself, which the zip's CRC-32 alone guards. */
 async function extractEntry(
   source: ArchiveSource,
-  path: string,
+  entry: ArchiveEntry,
   staging: string,
   expected: ManifestFile | undefined,
 ): Promise<void> {
+  const { path } = entry;
   const destination = resolve(staging, ...path.split('/'));
   // The name guards already refuse anything that could escape; this holds even if they regress.
   const fromRoot = relative(staging, destination);
@@ -119,11 +101,15 @@ async function extractEntry(
   );
   if (expected === undefined) return;
   const actual = tap.digest();
-  if (actual.sha256 !== expected.sha256 || actual.size !== expected.size) {
+  const status = digestStatus(entry, expected, actual);
+  if (status === 'mismatch') {
     throw new ArchiveIntegrityError(
       `${describeEntry(source.location, path)} does not match ${MANIFEST_PATH}: ` +
         `sha256 ${actual.sha256} (${actual.size} bytes), expected ${expected.sha256} (${expected.size} bytes)`,
     );
+  }
+  if (status === 'corrupt') {
+    throw new ArchiveCorruptError(`${describeEntry(source.location, path)} fails its CRC-32 check`);
   }
 }
 

@@ -1,4 +1,7 @@
-import { ArchiveManifestError } from '../core/errors.js';
+import { ArchiveManifestError, ArchiveUnsafePathError } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
+import { MODEL_NAME_PATTERN } from './format.js';
+import { entryNameProblem } from '../core/entry-name.js';
 
 /** Where the manifest lives inside every archive; written last when packing. */
 export const MANIFEST_PATH = 'MAR-INF/MANIFEST.json';
@@ -72,8 +75,39 @@ export interface AccuracyFigures {
 }
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
+const MANIFEST_KEYS: ReadonlySet<string> = new Set([
+  'createdOn',
+  'runtime',
+  'model',
+  'archiverVersion',
+  'formatVersion',
+  'files',
+]);
+const MODEL_KEYS: ReadonlySet<string> = new Set([
+  'modelName',
+  'serializedFile',
+  'handler',
+  'modelVersion',
+  'configFile',
+  'extraFiles',
+  'precision',
+  'originalFile',
+  'accuracy',
+  'optimizedFile',
+  'optimization',
+]);
+/**
+ * A handler that names no file: a built-in (the loader refuses names it does not know).
+ * Anything else is a path, and must be a file the archive lists.
+ */
+const BUILTIN_HANDLER_NAME = /^[a-z][a-z0-9-]*$/;
 
-/** Parses and checks a manifest's shape; `source` names the archive in errors. */
+/**
+ * Parses and checks a manifest's shape, then every path it names: each must be a safe
+ * relative name (ArchiveUnsafePathError otherwise) of a file its `files` table lists, so a
+ * loader that joins it to the extraction folder can only ever reach a hashed entry.
+ * `source` names the archive in errors.
+ */
 export function parseManifest(text: string, source: string): ArchiveManifest {
   let raw: unknown;
   try {
@@ -86,20 +120,32 @@ export function parseManifest(text: string, source: string): ArchiveManifest {
   if (manifest === null || typeof manifest !== 'object' || Array.isArray(manifest)) {
     throw new ArchiveManifestError(`${source}: ${MANIFEST_PATH} must be a JSON object`);
   }
+  problems.push(...unknownKeys(manifest, MANIFEST_KEYS, ''));
   if (manifest.formatVersion !== ARCHIVE_FORMAT_VERSION) {
     problems.push(
       `formatVersion is ${String(manifest.formatVersion)}, this batchserve reads ${ARCHIVE_FORMAT_VERSION}`,
     );
   }
   const model = manifest.model;
-  if (model === null || typeof model !== 'object') {
+  if (model === null || typeof model !== 'object' || Array.isArray(model)) {
     problems.push('model: expected an object');
   } else {
+    problems.push(...unknownKeys(model, MODEL_KEYS, 'model.'));
     for (const key of ['modelName', 'serializedFile', 'handler', 'modelVersion', 'configFile'] as const) {
       if (typeof model[key] !== 'string' || model[key] === '')
         problems.push(`model.${key}: expected a non-empty string`);
     }
-    problems.push(...modelVariantProblems(model, manifest.files));
+    // Both become URL path segments and folder names (work folders, prediction logs).
+    for (const key of ['modelName', 'modelVersion'] as const) {
+      const value = model[key];
+      if (typeof value === 'string' && value !== '' && !MODEL_NAME_PATTERN.test(value)) {
+        problems.push(`model.${key}: ${quoted(value)} does not match ${MODEL_NAME_PATTERN.source}`);
+      }
+    }
+    if (model.extraFiles !== undefined && typeof model.extraFiles !== 'string') {
+      problems.push('model.extraFiles: expected a comma-separated string');
+    }
+    problems.push(...modelVariantProblems(model));
   }
   if (!Array.isArray(manifest.files)) {
     problems.push('files: expected an array');
@@ -115,21 +161,62 @@ export function parseManifest(text: string, source: string): ArchiveManifest {
   if (problems.length > 0) {
     throw new ArchiveManifestError(`${source}: ${MANIFEST_PATH}: ${problems.join('; ')}`);
   }
-  return manifest as ArchiveManifest;
+  const checked = manifest as ArchiveManifest;
+  checkNamedFiles(checked, source);
+  return checked;
 }
 
-/**
- * The keys `pack --precision` and `--optimize` add are optional (older archives lack them), but
- * when present they must name files the archive lists: the loader may open them.
- */
-function modelVariantProblems(model: ArchiveManifest['model'], files: unknown): string[] {
+function unknownKeys(object: object, known: ReadonlySet<string>, prefix: string): string[] {
+  return Object.keys(object)
+    .filter((key) => !known.has(key))
+    .map((key) => `${prefix}${quoted(key)}: unknown key`);
+}
+
+/** The archive paths a manifest's model names, by the key that names each. */
+export function manifestPaths(model: ArchiveManifest['model']): { key: string; path: string }[] {
+  const paths = [
+    { key: 'model.serializedFile', path: model.serializedFile },
+    { key: 'model.configFile', path: model.configFile },
+  ];
+  if (!BUILTIN_HANDLER_NAME.test(model.handler)) paths.push({ key: 'model.handler', path: model.handler });
+  for (const path of model.extraFiles?.split(',') ?? []) paths.push({ key: 'model.extraFiles', path });
+  for (const key of ['originalFile', 'optimizedFile'] as const) {
+    const path = model[key];
+    if (path !== undefined) paths.push({ key: `model.${key}`, path });
+  }
+  return paths;
+}
+
+/** Every path the manifest names is safe and listed; every listed path is safe. */
+function checkNamedFiles(manifest: ArchiveManifest, source: string): void {
+  const listed = new Set<string>();
+  for (const [index, file] of manifest.files.entries()) {
+    const problem = entryNameProblem(file.path);
+    if (problem !== undefined) {
+      throw new ArchiveUnsafePathError(
+        `${source}: ${MANIFEST_PATH}: files[${index}].path ${quoted(file.path)} ${problem}`,
+      );
+    }
+    listed.add(file.path);
+  }
+  const unlisted: string[] = [];
+  for (const { key, path } of manifestPaths(manifest.model)) {
+    const problem = entryNameProblem(path);
+    if (problem !== undefined) {
+      throw new ArchiveUnsafePathError(`${source}: ${MANIFEST_PATH}: ${key} ${quoted(path)} ${problem}`);
+    }
+    if (!listed.has(path)) unlisted.push(`${key}: ${quoted(path)} is not in the files table`);
+  }
+  if (unlisted.length > 0) throw new ArchiveManifestError(`${source}: ${MANIFEST_PATH}: ${unlisted.join('; ')}`);
+}
+
+/** The keys `pack --precision` and `--optimize` add are optional: older archives lack them. */
+function modelVariantProblems(model: ArchiveManifest['model']): string[] {
   const problems: string[] = [];
-  const listed = new Set(Array.isArray(files) ? files.map((file: Partial<ManifestFile>) => file?.path) : []);
   for (const key of ['originalFile', 'optimizedFile'] as const) {
     const value: unknown = model[key];
-    if (value === undefined) continue;
-    if (typeof value !== 'string' || value === '') problems.push(`model.${key}: expected a non-empty string`);
-    else if (!listed.has(value)) problems.push(`model.${key}: "${value}" is not in the files table`);
+    if (value !== undefined && (typeof value !== 'string' || value === ''))
+      problems.push(`model.${key}: expected a non-empty string`);
   }
   if (model.precision !== undefined && model.precision !== 'fp16' && model.precision !== 'int8') {
     problems.push('model.precision: expected "fp16" or "int8"');

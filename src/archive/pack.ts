@@ -1,3 +1,6 @@
+import { configFileReferences } from '../config/file-references.js';
+import { entryNameProblem } from '../core/entry-name.js';
+import { quoted } from '../core/quote.js';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
@@ -5,7 +8,13 @@ import { randomBytes } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { ZipArchive } from 'archiver';
-import { InputFileError, InvalidModelNameError, OutputExistsError, UsageError } from '../core/errors.js';
+import {
+  ArchiveUnsafePathError,
+  InputFileError,
+  InvalidModelNameError,
+  OutputExistsError,
+  UsageError,
+} from '../core/errors.js';
 import { readModelConfigFile, modelConfigToYaml } from '../config/load.js';
 import {
   MODEL_CONFIG_FILE,
@@ -269,10 +278,12 @@ function checkPlan(planned: readonly PlannedEntry[], config: CompleteModelConfig
     }
     seen.add(key);
   }
-  if (config.labels_file && !seen.has(config.labels_file.toLowerCase())) {
-    throw new UsageError(
-      `${configSource}: labels_file "${config.labels_file}" is not packed; add it with --extra-files`,
-    );
+  for (const { key, path } of configFileReferences(config)) {
+    const problem = entryNameProblem(path);
+    if (problem !== undefined) throw new ArchiveUnsafePathError(`${configSource}: ${key} ${quoted(path)} ${problem}`);
+    if (key === 'labels_file' && !seen.has(path.toLowerCase())) {
+      throw new UsageError(`${configSource}: labels_file ${quoted(path)} is not packed; add it with --extra-files`);
+    }
   }
 }
 

@@ -21,6 +21,8 @@ export interface ArchiveEntry {
   /** Uncompressed bytes, as declared; reading yields exactly this many or fails. */
   readonly size: number;
   readonly compressedSize: number;
+  /** The zip's CRC-32 of the data; absent for directories. */
+  readonly crc32?: number;
 }
 
 export interface ReadOptions {
@@ -125,7 +127,7 @@ class ZipSource extends ListedSource {
   constructor(location: string, handle: FileHandle, records: readonly ZipRecord[]) {
     super(
       location,
-      records.map(({ path, size, compressedSize }) => ({ path, size, compressedSize })),
+      records.map(({ path, size, compressedSize, crc32 }) => ({ path, size, compressedSize, crc32 })),
     );
     this.#handle = handle;
     this.#records = new Map(records.map((record) => [record.path, record]));

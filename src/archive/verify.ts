@@ -1,19 +1,12 @@
 import { createHash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
+import { crc32 } from 'node:zlib';
 import type { ArchiveLimits } from './limits.js';
-import { MANIFEST_PATH, type ArchiveManifest } from './manifest.js';
-import { readManifest } from './read.js';
-import { openArchive } from './source.js';
+import type { ArchiveManifest, ManifestFile } from './manifest.js';
+import { listingChecks, readArchiveConfig, readManifest, type FileCheck } from './read.js';
+import { openArchive, type ArchiveEntry, type ArchiveSource } from './source.js';
 
-export interface FileCheck {
-  path: string;
-  expectedSha256?: string;
-  actualSha256?: string;
-  expectedSize?: number;
-  actualSize?: number;
-  /** `unlisted`: in the archive but not in the manifest, so someone added it after packing. */
-  status: 'ok' | 'mismatch' | 'missing' | 'unlisted';
-}
+export type { FileCheck } from './read.js';
 
 export interface VerifyReport {
   location: string;
@@ -26,40 +19,78 @@ export interface VerifyReport {
 export interface FileDigest {
   sha256: string;
   size: number;
+  crc32: number;
 }
 
 /** Hashes the bytes that flow through it, for pipelines that also write them somewhere. */
 export class Sha256Tap extends Transform {
   readonly #hash = createHash('sha256');
   #size = 0;
+  #crc = 0;
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     this.#hash.update(chunk);
+    this.#crc = crc32(chunk, this.#crc);
     this.#size += chunk.length;
     callback(null, chunk);
   }
 
   /** Call once, after the pipeline finished. */
   digest(): FileDigest {
-    return { sha256: this.#hash.digest('hex'), size: this.#size };
+    return { sha256: this.#hash.digest('hex'), size: this.#size, crc32: this.#crc };
   }
+}
+
+/**
+ * An entry's bytes against the manifest first (a tampered file is a `mismatch` whatever its
+ * CRC says), then against the zip's own CRC-32 (bytes that match the manifest under a wrong
+ * CRC are `corrupt`: another zip reader would refuse them).
+ */
+export function digestStatus(entry: ArchiveEntry, expected: ManifestFile, actual: FileDigest): FileCheck['status'] {
+  if (actual.sha256 !== expected.sha256 || actual.size !== expected.size) return 'mismatch';
+  if (entry.crc32 !== undefined && entry.crc32 !== actual.crc32) return 'corrupt';
+  return 'ok';
 }
 
 /** sha256 and length of a stream, without holding more than one chunk of it. */
 export async function sha256OfStream(stream: NodeJS.ReadableStream): Promise<FileDigest> {
   const hash = createHash('sha256');
   let size = 0;
+  let crc = 0;
   for await (const chunk of stream) {
     const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
     hash.update(bytes);
+    crc = crc32(bytes, crc);
     size += bytes.length;
   }
-  return { sha256: hash.digest('hex'), size };
+  return { sha256: hash.digest('hex'), size, crc32: crc };
+}
+
+/** Every file the manifest lists, hashed against it; `missing` where the archive lacks one. */
+export async function hashChecks(source: ArchiveSource, manifest: ArchiveManifest): Promise<FileCheck[]> {
+  const files: FileCheck[] = [];
+  for (const expected of manifest.files) {
+    const check = { path: expected.path, expectedSha256: expected.sha256, expectedSize: expected.size };
+    const entry = source.entry(expected.path);
+    if (entry === undefined) {
+      files.push({ ...check, status: 'missing' });
+      continue;
+    }
+    const actual = await sha256OfStream(source.openStream(expected.path, { checkCrc: false }));
+    files.push({
+      ...check,
+      actualSha256: actual.sha256,
+      actualSize: actual.size,
+      status: digestStatus(entry, expected, actual),
+    });
+  }
+  return files;
 }
 
 /**
- * Recomputes every file's sha256 and size against the manifest. Mismatches are reported,
- * not thrown; a missing or invalid manifest and structural damage are thrown.
+ * Recomputes every file's sha256, size and CRC-32 against the manifest and the listing; when
+ * all match, validates the config as serve will. File problems are reported, not thrown; a
+ * missing or invalid manifest or config and structural damage are thrown.
  */
 export async function verifyArchive(
   location: string,
@@ -68,28 +99,11 @@ export async function verifyArchive(
   const source = await openArchive(location, options.limits);
   try {
     const manifest = await readManifest(source);
-    const files: FileCheck[] = [];
-    const listed = new Set<string>([MANIFEST_PATH]);
-    for (const expected of manifest.files) {
-      listed.add(expected.path);
-      const check = { path: expected.path, expectedSha256: expected.sha256, expectedSize: expected.size };
-      if (source.entry(expected.path) === undefined) {
-        files.push({ ...check, status: 'missing' });
-        continue;
-      }
-      const actual = await sha256OfStream(source.openStream(expected.path, { checkCrc: false }));
-      const matches = actual.sha256 === expected.sha256 && actual.size === expected.size;
-      files.push({
-        ...check,
-        actualSha256: actual.sha256,
-        actualSize: actual.size,
-        status: matches ? 'ok' : 'mismatch',
-      });
-    }
-    for (const entry of source.entries) {
-      if (!listed.has(entry.path)) files.push({ path: entry.path, actualSize: entry.size, status: 'unlisted' });
-    }
-    return { location, manifest, files, ok: files.every((file) => file.status === 'ok') };
+    const unlisted = listingChecks(source, manifest).filter((check) => check.status === 'unlisted');
+    const files = [...(await hashChecks(source, manifest)), ...unlisted];
+    const ok = files.every((file) => file.status === 'ok');
+    if (ok) await readArchiveConfig(source, manifest);
+    return { location, manifest, files, ok };
   } finally {
     await source.close();
   }

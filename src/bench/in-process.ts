@@ -1,3 +1,4 @@
+import { pathInside } from '../core/entry-name.js';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,7 +48,7 @@ export async function measureInProcess(archivePath: string, options: InProcessOp
     const { manifest, config: stored } = await readArchiveContents(source).finally(() => source.close());
     const device = options.device ?? stored.instances[0]?.device ?? 'cpu';
     // The file the server would load on this device: an --optimize archive is timed optimised.
-    const modelPath = join(workDir, 'model', servedModelFile(manifest, device).file);
+    const modelPath = pathInside(join(workDir, 'model'), servedModelFile(manifest, device).file, 'the model file');
     const session = await createSession(await readFile(modelPath), { runtime: stored.runtime, device });
     try {
       const config = reconcileWithModel(stored, readSignature(session, modelPath), archivePath);

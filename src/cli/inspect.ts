@@ -1,25 +1,39 @@
 import { modelConfigToYaml } from '../config/load.js';
 import { openArchive } from '../archive/source.js';
-import { readArchiveContents, requireEntry } from '../archive/read.js';
+import { readArchiveContents, requireEntry, type FileCheck } from '../archive/read.js';
+import { hashChecks } from '../archive/verify.js';
+import { ArchiveIntegrityError } from '../core/errors.js';
 import { readModelSignature } from '../runtime/session.js';
 import { createTable } from '../core/table.js';
 import { formatBytes, formatShape } from './format.js';
 import { accuracyTable, modelVariantLines } from './pack-report.js';
 
-export async function runInspect(location: string, options: { json: boolean }): Promise<void> {
+/**
+ * What verify checks, shown beside what the archive holds: by default every file is hashed,
+ * and an archive verify refuses is shown with each file's status and exits non-zero.
+ */
+export async function runInspect(location: string, options: { json: boolean; verify: boolean }): Promise<void> {
   const source = await openArchive(location);
   try {
     const { manifest, config } = await readArchiveContents(source);
+    const checks = options.verify ? await hashChecks(source, manifest) : undefined;
+    const status = new Map(checks?.map((check) => [check.path, check.status]));
+    const bad = checks?.filter((check) => check.status !== 'ok') ?? [];
     const modelFile = manifest.model.serializedFile;
     // A pipeline has no graph: its config's tensors are what it serves.
+    // A file that failed its check is not parsed: its bytes are not the ones packed.
     const model = config.pipeline
       ? { inputs: config.inputs ?? [], outputs: config.outputs ?? [] }
-      : await readModelSignature(await requireEntry(source, modelFile), `${location}!${modelFile}`);
+      : bad.length > 0
+        ? { inputs: [], outputs: [] }
+        : await readModelSignature(await requireEntry(source, modelFile), `${location}!${modelFile}`);
     const sizes = new Map(source.entries.map((entry) => [entry.path, entry]));
+    const verified = checks === undefined ? null : bad.length === 0;
     if (options.json) {
       process.stdout.write(
-        `${JSON.stringify({ location, format: source.format, manifest, config, model }, null, 2)}\n`,
+        `${JSON.stringify({ location, format: source.format, verified, files: checks, manifest, config, model }, null, 2)}\n`,
       );
+      requireIntact(location, bad, checks?.length ?? 0);
       return;
     }
     const { model: info } = manifest;
@@ -30,6 +44,7 @@ export async function runInspect(location: string, options: { json: boolean }): 
       `batching   max_batch_size ${config.max_batch_size ?? '?'}, max_queue_delay ${batching.max_queue_delay === 'auto' ? 'auto' : `${batching.max_queue_delay} µs`}, ` +
         `preferred [${batching.preferred_batch_sizes.join(', ')}], max_queue_size ${batching.max_queue_size}`,
       `instances  ${config.instances.map((group) => `${group.count} × ${group.device}`).join(', ')}`,
+      `integrity  ${integrityLine(checks, bad)}`,
       ...modelVariantLines(info),
     ];
     process.stdout.write(`${lines.join('\n')}\n\n`);
@@ -53,7 +68,7 @@ export async function runInspect(location: string, options: { json: boolean }): 
     }
     process.stdout.write(`${tensors.toString()}\n\n`);
 
-    const files = createTable(['file', 'size', 'stored', 'sha256']);
+    const files = createTable(['file', 'size', 'stored', 'sha256', 'check']);
     for (const file of manifest.files) {
       const stored = sizes.get(file.path)?.compressedSize;
       files.push([
@@ -61,10 +76,25 @@ export async function runInspect(location: string, options: { json: boolean }): 
         formatBytes(file.size),
         stored === undefined ? 'missing' : formatBytes(stored),
         file.sha256.slice(0, 16),
+        status.get(file.path) ?? '—',
       ]);
     }
     process.stdout.write(`${files.toString()}\n\nconfig (${info.configFile}):\n${modelConfigToYaml(config)}`);
+    requireIntact(location, bad, checks?.length ?? 0);
   } finally {
     await source.close();
   }
+}
+
+function integrityLine(checks: readonly FileCheck[] | undefined, bad: readonly FileCheck[]): string {
+  if (checks === undefined) return 'not verified (--no-verify): run verify before trusting these files';
+  if (bad.length === 0) return `verified: all ${checks.length} files match the manifest`;
+  return `FAILED: ${bad.length} of ${checks.length} files do not match the manifest`;
+}
+
+function requireIntact(location: string, bad: readonly FileCheck[], total: number): void {
+  if (bad.length === 0) return;
+  throw new ArchiveIntegrityError(
+    `${location}: ${bad.length} of ${total} files fail verification (${bad.map((file) => `${file.path}: ${file.status}`).join(', ')})`,
+  );
 }

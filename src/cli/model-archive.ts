@@ -62,10 +62,11 @@ export function registerModelArchive(program: Command): void {
 
   archive
     .command('inspect')
-    .description("show an archive's manifest, config, model inputs/outputs and files")
+    .description("show an archive's manifest, config, model inputs/outputs and files, verified as verify does")
     .argument('<archive>', '.mar file or archive folder')
     .option('--json', 'print one JSON document for scripts', false)
-    .action(async (location: string, options: { json: boolean }) => {
+    .option('--no-verify', 'skip hashing every file against the manifest (inspect then says it did not verify)')
+    .action(async (location: string, options: { json: boolean; verify: boolean }) => {
       const { runInspect } = await import('./inspect.js');
       await runInspect(location, options);
     });

@@ -5,6 +5,12 @@ import { ConfigInvalidError, InputFileError } from '../core/errors.js';
 import { validateModelConfig, type ModelConfig } from './model-config.js';
 import { formatDuration } from './schema-kit.js';
 
+/**
+ * Aliases one config may expand. A real config needs none or a few; the yaml package's own
+ * default (100) still lets a nested bomb build a large document before it notices.
+ */
+const MAX_YAML_ALIASES = 50;
+
 /** Parses YAML (or JSON, a subset of it) text; syntax errors name the source and line. */
 export function parseConfigText(text: string, source: string): unknown {
   if (extname(source).toLowerCase() === '.json') {
@@ -15,12 +21,16 @@ export function parseConfigText(text: string, source: string): unknown {
     }
   }
   try {
-    return parseYaml(text, { uniqueKeys: true, prettyErrors: true }) as unknown;
+    return parseYaml(text, { uniqueKeys: true, prettyErrors: true, maxAliasCount: MAX_YAML_ALIASES }) as unknown;
   } catch (error) {
     if (error instanceof YAMLError) {
       const line = error.linePos?.[0].line;
       const where = line === undefined ? '' : `line ${line}: `;
       throw new ConfigInvalidError(source, [`${where}not valid YAML: ${error.message.split('\n')[0] ?? ''}`]);
+    }
+    // The yaml package refuses an alias bomb ("billion laughs") with a plain ReferenceError.
+    if (error instanceof ReferenceError) {
+      throw new ConfigInvalidError(source, [`not valid YAML: ${error.message}`]);
     }
     throw error;
   }

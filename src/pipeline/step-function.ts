@@ -1,7 +1,8 @@
-import { extname, join } from 'node:path';
+import { extname } from 'node:path';
 import { stat } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
 import { HandlerInvalidError } from '../core/errors.js';
+import { pathInside } from '../core/entry-name.js';
 import { functionReference, isModelStep, type PipelineConfig } from '../config/pipeline-config.js';
 import { HANDLER_EXTENSIONS, importHandlerModule } from '../handlers/load.js';
 
@@ -109,7 +110,7 @@ export function stepContext(pipeline: string, step: string, version: string, dir
   return Object.freeze({ pipeline, step, version, dir, Tensor: ort.Tensor });
 }
 
-/** Joins an archive-relative step file to the folder it lives in. */
+/** Joins an archive-relative step file to the folder it lives in, never reaching outside it. */
 export function fileIn(dir: string): (file: string) => string {
-  return (file) => join(dir, ...file.split('/'));
+  return (file) => pathInside(dir, file, 'pipeline step file');
 }

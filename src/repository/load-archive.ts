@@ -6,6 +6,7 @@ import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { servedModelFile } from '../archive/served-model.js';
 import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
+import { pathInside } from '../core/entry-name.js';
 import { ModelLoadError } from '../core/errors.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
@@ -49,7 +50,9 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     const { manifest, config: storedConfig } = await readArchiveContents(source).finally(() => source.close());
     const configSource = `${archivePath}!${manifest.model.configFile}`;
     const labels = storedConfig.labels_file
-      ? (await readFile(join(modelDir, storedConfig.labels_file), 'utf8')).split(/\r?\n/).filter((line) => line !== '')
+      ? (await readFile(pathInside(modelDir, storedConfig.labels_file, 'labels_file'), 'utf8'))
+          .split(/\r?\n/)
+          .filter((line) => line !== '')
       : undefined;
     const devices = storedConfig.instances.flatMap((group) =>
       Array.from({ length: group.count }, () => options.device ?? group.device),
@@ -62,7 +65,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     }
     const handler = isBuiltinHandler(manifest.model.handler)
       ? manifest.model.handler
-      : join(modelDir, manifest.model.handler);
+      : pathInside(modelDir, manifest.model.handler, 'the handler');
     let config: CompleteModelConfig | undefined;
     const deviceNotes: string[] = [];
     let fallbackLogged = false;
@@ -78,7 +81,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       const spec: InstanceSpec = {
         modelName: name,
         modelVersion: version,
-        modelPath: join(modelDir, served.file),
+        modelPath: pathInside(modelDir, served.file, 'the model file'),
         modelSource: `${archivePath}!${served.file}`,
         handler,
         config: storedConfig,

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { quoted } from '../../src/core/quote.js';
 import { ArchiveGuard, checkEntryName, resolveLimits, type ArchiveLimits } from '../../src/archive/limits.js';
 
 const LOCATION = '/archives/test.mar';
@@ -10,7 +11,9 @@ const MiB = 1024 ** 2;
 function refused(code: string, name: string) {
   return (error: Error & { code?: string }): boolean => {
     assert.equal(error.code, code);
-    assert.ok(error.message.startsWith(`${LOCATION}: entry ${JSON.stringify(name)} `), error.message);
+    assert.ok(error.message.startsWith(`${LOCATION}: entry ${quoted(name)} `), error.message);
+    // eslint-disable-next-line no-control-regex -- what a terminal would act on
+    assert.doesNotMatch(error.message, /[\u0000-\u001f\u007f-\u009f]/, 'control characters are escaped');
     return true;
   };
 }
@@ -19,7 +22,7 @@ const guard = (limits: Partial<ArchiveLimits> = {}) => new ArchiveGuard(LOCATION
 
 describe('checkEntryName', () => {
   test('plain relative names pass', () => {
-    for (const name of ['model.onnx', 'a/b/c.txt', '.hidden', 'a/..b', 'x...', 'labels:en.txt', 'dir/c:x', 'é/ü.txt']) {
+    for (const name of ['model.onnx', 'a/b/c.txt', '.hidden', 'a/..b', '...x', 'console.txt', 'com10', 'é/ü.txt']) {
       assert.doesNotThrow(() => checkEntryName(LOCATION, name), name);
     }
   });
@@ -38,6 +41,18 @@ describe('checkEntryName', () => {
     ['only "."', '.'],
     ['only ".."', '..'],
     ['empty name', ''],
+    ['ESC and a newline', 'evil\x1b[31mred\n.txt'],
+    ['DEL', 'a\x7fb'],
+    ['C1 control', 'a\u009bb'],
+    ['colon (a Windows stream)', 'notes.txt:evil'],
+    ['colon inside', 'labels:en.txt'],
+    ['Windows device name', 'CON'],
+    ['Windows device name with an extension', 'dir/aux.txt'],
+    ['Windows device name, any case', 'Lpt1.log'],
+    ['trailing dot', 'x...'],
+    ['trailing space', 'dir /x'],
+    ['segment over 255 bytes', `${'é'.repeat(128)}.txt`],
+    ['name over 1024 characters', 'a/'.repeat(600) + 'x'],
   ];
   for (const [why, name] of unsafe) {
     test(`refuses a name with a ${why}`, () => {

@@ -19,7 +19,7 @@ function manifestText(model: Record<string, unknown>, paths: readonly string[]):
     },
     archiverVersion: '0',
     formatVersion: 1,
-    files: paths.map((path) => ({ path, ...FILE })),
+    files: ['c.yaml', ...paths].map((path) => ({ path, ...FILE })),
   });
 }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { crc32 } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { sha256OfStream, verifyArchive, type FileCheck } from '../../src/archive/verify.js';
 import {
@@ -101,6 +102,39 @@ describe('verifyArchive', () => {
     await assert.rejects(verifyArchive(location), { code: 'BS_ERR_ARCHIVE_MANIFEST' });
   });
 
+  test('bytes that match the manifest under a wrong zip CRC-32 are corrupt', async () => {
+    const entries = entriesOf(withManifest(modelFiles())).map((entry) =>
+      entry.name === 'extra/labels.txt' ? { ...entry, crc32: 12345 } : entry,
+    );
+    const report = await verifyArchive(await zipOf(entries));
+    assert.equal(report.ok, false);
+    assert.equal(statusOf(report.files)['extra/labels.txt'], 'corrupt');
+  });
+
+  test('a config serve would refuse fails verify, as it fails serve', async () => {
+    const configs = [
+      'max_batch_size: 1000000000\n',
+      'max_batch_size: -3\n',
+      'dynamic_batching: {max_queue_delay: -5}\n',
+      'instances: [{count: 1000000}]\n',
+    ];
+    for (const config of configs) {
+      const files = new Map(modelFiles()).set('config.yaml', Buffer.from(config));
+      await assert.rejects(
+        verifyArchive(await zipOf(entriesOf(withManifest(files)))),
+        { code: 'BS_ERR_CONFIG_INVALID' },
+        config,
+      );
+    }
+  });
+
+  test('a config naming a file outside the archive fails verify', async () => {
+    const files = new Map(modelFiles()).set('config.yaml', Buffer.from('labels_file: ../../../etc/passwd\n'));
+    await assert.rejects(verifyArchive(await zipOf(entriesOf(withManifest(files)))), {
+      code: 'BS_ERR_ARCHIVE_UNSAFE_PATH',
+    });
+  });
+
   test('structural problems throw as the guards do', async () => {
     const location = await zipOf([...entriesOf(withManifest(modelFiles())), { name: '../x', data: 'x' }]);
     await assert.rejects(verifyArchive(location), { code: 'BS_ERR_ARCHIVE_UNSAFE_PATH' });
@@ -110,7 +144,11 @@ describe('verifyArchive', () => {
 describe('sha256OfStream', () => {
   test('hashes and counts across chunks', async () => {
     const chunks = [Buffer.from('hello '), Buffer.from('world'), Buffer.alloc(0)];
-    assert.deepEqual(await sha256OfStream(Readable.from(chunks)), { sha256: sha256(Buffer.concat(chunks)), size: 11 });
+    assert.deepEqual(await sha256OfStream(Readable.from(chunks)), {
+      sha256: sha256(Buffer.concat(chunks)),
+      size: 11,
+      crc32: crc32(Buffer.concat(chunks)),
+    });
   });
 });
 
@@ -146,6 +184,10 @@ describe('sha256OfStream, text chunks', () => {
   test('counts UTF-8 bytes, not characters', async () => {
     const text = ['héllo ', 'wörld ✓'];
     const bytes = Buffer.from(text.join(''));
-    assert.deepEqual(await sha256OfStream(Readable.from(text)), { sha256: sha256(bytes), size: bytes.length });
+    assert.deepEqual(await sha256OfStream(Readable.from(text)), {
+      sha256: sha256(bytes),
+      size: bytes.length,
+      crc32: crc32(bytes),
+    });
   });
 });
