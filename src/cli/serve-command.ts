@@ -62,6 +62,7 @@ export function registerServe(program: Command): void {
     .addOption(flag('--metrics-port <port>', 'metrics port (default 8082)'))
     .addOption(flag('--grpc-port <port>', "gRPC inference port, Triton's GRPCInferenceService (default 8001)"))
     .addOption(flag('--grpc-max-streams <count>', 'ModelStreamInfer streams open at once (default 100)'))
+    .addOption(flag('--grpc-max-metadata-size <bytes>', 'metadata bytes one gRPC call may carry (default 16384)'))
     .addOption(flag('--grpc-keepalive-time <duration>', 'how often an idle gRPC connection is pinged (default 2h)'))
     .addOption(flag('--grpc-keepalive-timeout <duration>', 'how long a keepalive ping may go unanswered (default 20s)'))
     .addOption(flag('--device <device>', "override every model's device: cpu, auto, webgpu, cuda[:N], tensorrt[:N]"))

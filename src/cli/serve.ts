@@ -18,6 +18,7 @@ export interface ServeCommandOptions {
   metricsPort?: string;
   grpcPort?: string;
   grpcMaxStreams?: string;
+  grpcMaxMetadataSize?: string;
   grpcKeepaliveTime?: string;
   grpcKeepaliveTimeout?: string;
   device?: string;
@@ -101,6 +102,8 @@ async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin)
   if (options.metricsPort !== undefined) flags.metrics_port = integer('metricsPort', options.metricsPort);
   if (options.grpcPort !== undefined) flags.grpc_port = integer('grpcPort', options.grpcPort);
   if (options.grpcMaxStreams !== undefined) flags.grpc_max_streams = integer('grpcMaxStreams', options.grpcMaxStreams);
+  if (options.grpcMaxMetadataSize !== undefined)
+    flags.grpc_max_metadata_size = integer('grpcMaxMetadataSize', options.grpcMaxMetadataSize);
   if (options.grpcKeepaliveTime !== undefined)
     flags.grpc_keepalive_time = duration('grpcKeepaliveTime', options.grpcKeepaliveTime);
   if (options.grpcKeepaliveTimeout !== undefined)

@@ -1,5 +1,6 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from './errors.js';
+import { quoted } from './quote.js';
 import { allocateTensorData, datatypeOfOrtType, ortTypeOf, type Datatype } from './datatypes.js';
 
 /** One input or output of a model as the config declares it: -1 marks a variable dimension. */
@@ -24,9 +25,18 @@ export function rowsOf(tensor: ort.Tensor): number {
   return tensor.dims[0] ?? 1;
 }
 
+/** Dimensions a message shows; a hostile 20,000-dimension shape must not become the answer's size. */
+const SHOWN_DIMS = 8;
+
+/** A shape as messages show it: `[1, 3, 48]`, or its first dimensions and the rank. */
+export function formatDims(dims: readonly number[]): string {
+  if (dims.length <= SHOWN_DIMS) return `[${dims.join(', ')}]`;
+  return `[${dims.slice(0, SHOWN_DIMS).join(', ')}, …] (rank ${dims.length})`;
+}
+
 /**
  * Checks one request's tensor against the served spec: datatype, rank and every fixed
- * dimension. Variable dimensions may take any size.
+ * dimension. Variable dimensions may take any size but 0: an empty tensor is no request.
  */
 export function checkTensor(tensor: ort.Tensor, spec: TensorSpec): void {
   const datatype = datatypeOfOrtType(tensor.type);
@@ -37,13 +47,19 @@ export function checkTensor(tensor: ort.Tensor, spec: TensorSpec): void {
   }
   if (tensor.dims.length !== spec.shape.length) {
     throw new InferenceInputError(
-      `input "${spec.name}": shape [${tensor.dims.join(', ')}] has rank ${tensor.dims.length}, the model expects rank ${spec.shape.length} [${spec.shape.join(', ')}]`,
+      `input "${spec.name}": shape ${formatDims(tensor.dims)} has rank ${tensor.dims.length}, the model expects rank ${spec.shape.length} [${spec.shape.join(', ')}]`,
+    );
+  }
+  const empty = tensor.dims.indexOf(0);
+  if (empty !== -1) {
+    throw new InferenceInputError(
+      `input "${spec.name}": shape ${formatDims(tensor.dims)} has size 0 at dimension ${empty}; every dimension must be at least 1`,
     );
   }
   spec.shape.forEach((dim, axis) => {
     if (dim !== -1 && tensor.dims[axis] !== dim) {
       throw new InferenceInputError(
-        `input "${spec.name}": shape [${tensor.dims.join(', ')}] does not match the model's [${spec.shape.join(', ')}] at dimension ${axis}`,
+        `input "${spec.name}": shape ${formatDims(tensor.dims)} does not match the model's [${spec.shape.join(', ')}] at dimension ${axis}`,
       );
     }
   });
@@ -51,17 +67,19 @@ export function checkTensor(tensor: ort.Tensor, spec: TensorSpec): void {
 
 /** Checks a request's tensors against every served input: none missing, none unknown. */
 export function checkRequestTensors(tensors: TensorMap, inputs: readonly TensorSpec[]): void {
+  // Unknown names first: an input sent under the wrong name is reported as that, not as the
+  // right name missing.
+  for (const name of Object.keys(tensors)) {
+    if (!inputs.some((spec) => spec.name === name)) {
+      throw new InferenceInputError(
+        `unknown input ${quoted(name)} (the model takes ${inputs.map((spec) => spec.name).join(', ')})`,
+      );
+    }
+  }
   for (const spec of inputs) {
     const tensor = tensors[spec.name];
     if (!tensor) throw new InferenceInputError(`input "${spec.name}" is missing`);
     checkTensor(tensor, spec);
-  }
-  for (const name of Object.keys(tensors)) {
-    if (!inputs.some((spec) => spec.name === name)) {
-      throw new InferenceInputError(
-        `unknown input "${name}" (the model takes ${inputs.map((spec) => spec.name).join(', ')})`,
-      );
-    }
   }
 }
 

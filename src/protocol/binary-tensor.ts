@@ -1,5 +1,7 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
+import { formatDims } from '../core/tensors.js';
 import { bytesPerElement, ortTypeOf, tensorDataFromBytes, type Datatype } from '../core/datatypes.js';
 
 /**
@@ -35,7 +37,7 @@ export function readBinaryTensor(
   }
   if (size !== count * elementSize(datatype)) {
     throw new InferenceInputError(
-      `input "${name}": shape [${dims.join(', ')}] of ${datatype} needs ${count * elementSize(datatype)} bytes, got ${size}`,
+      `input ${quoted(name)}: shape ${formatDims(dims)} of ${datatype} needs ${count * elementSize(datatype)} bytes, got ${size}`,
     );
   }
   const type = ortTypeOf(datatype) as Exclude<ort.Tensor.Type, 'string'>;
@@ -67,20 +69,20 @@ function readStrings(
   let at = start;
   for (let i = 0; i < count; i++) {
     if (at + 4 > end) {
-      throw new InferenceInputError(`input "${name}": BYTES data ends at element ${i} of ${count}`);
+      throw new InferenceInputError(`input ${quoted(name)}: BYTES data ends at element ${i} of ${count}`);
     }
     const length = body.readUInt32LE(at);
     at += 4;
     if (at + length > end) {
       throw new InferenceInputError(
-        `input "${name}": BYTES element ${i} declares ${length} bytes, only ${end - at} remain`,
+        `input ${quoted(name)}: BYTES element ${i} declares ${length} bytes, only ${end - at} remain`,
       );
     }
     strings[i] = body.toString(encoding, at, at + length);
     at += length;
   }
   if (at !== end) {
-    throw new InferenceInputError(`input "${name}": ${end - at} bytes left over after ${count} BYTES elements`);
+    throw new InferenceInputError(`input ${quoted(name)}: ${end - at} bytes left over after ${count} BYTES elements`);
   }
   return strings;
 }

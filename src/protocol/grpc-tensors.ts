@@ -1,5 +1,7 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
+import { formatDims } from '../core/tensors.js';
 import { DATATYPES, datatypeOfOrtType, isDatatype, ortTypeOf, type Datatype } from '../core/datatypes.js';
 import type { TensorMap } from '../core/tensors.js';
 import { binaryTensorBytes, readBinaryTensor, type BytesEncoding } from './binary-tensor.js';
@@ -137,7 +139,7 @@ export function decodeGrpcInferRequest(
   given.forEach((input, index) => {
     const { name } = input;
     if (!name) throw new InferenceInputError(`inputs[${index}] needs a name`);
-    if (name in inputs) throw new InferenceInputError(`input "${name}" is given twice`);
+    if (name in inputs) throw new InferenceInputError(`input ${quoted(name)} is given twice`);
     inputs[name] = readInput(input, raw[index], bytesEncoding);
   });
   const outputs = message.outputs ?? NONE;
@@ -157,23 +159,23 @@ function readInput(input: InferInputTensorMessage, raw: Buffer | undefined, byte
   if (!isDatatype(datatype)) {
     const why = datatype === 'BF16' ? ': onnxruntime-node has no bfloat16 tensors' : '';
     throw new InferenceInputError(
-      `input "${name}": datatype ${JSON.stringify(datatype)} is not one of ${DATATYPES.join(', ')}${why}`,
+      `input ${quoted(name)}: datatype ${JSON.stringify(datatype)} is not one of ${DATATYPES.join(', ')}${why}`,
     );
   }
   const dims = readShape(name, input.shape ?? NONE);
   const count = dims.reduce((product, dim) => product * dim, 1);
   if (!Number.isSafeInteger(count))
-    throw new InferenceInputError(`input "${name}": shape [${dims.join(', ')}] is too large`);
+    throw new InferenceInputError(`input ${quoted(name)}: shape ${formatDims(dims)} is too large`);
   if (raw) {
     // Each BYTES element takes 4 bytes or more: a huge shape is refused before its array is made.
     if (datatype === 'BYTES' && count > raw.length) {
       throw new InferenceInputError(
-        `input "${name}": shape [${dims.join(', ')}] of BYTES needs at least ${4 * count} bytes, got ${raw.length}`,
+        `input ${quoted(name)}: shape ${formatDims(dims)} of BYTES needs at least ${4 * count} bytes, got ${raw.length}`,
       );
     }
     return readBinaryTensor(name, datatype, dims, count, raw, 0, raw.length, bytesEncoding);
   }
-  if (!contents) throw new InferenceInputError(`input "${name}": no data in contents or raw_input_contents`);
+  if (!contents) throw new InferenceInputError(`input ${quoted(name)}: no data in contents or raw_input_contents`);
   return readTypedTensor(name, datatype, dims, count, contents, bytesEncoding);
 }
 
@@ -184,7 +186,7 @@ function readShape(name: string, shape: readonly Int64[]): number[] {
     const dim = int64Number(shape[axis] as Int64);
     if (!Number.isSafeInteger(dim) || dim < 0) {
       throw new InferenceInputError(
-        `input "${name}": shape [${shape.join(', ')}] must be non-negative integers below 2^53`,
+        `input ${quoted(name)}: dimension ${axis} (${String(shape[axis])}) must be a non-negative integer below 2^53`,
       );
     }
     dims[axis] = dim;
@@ -202,18 +204,20 @@ function readTypedTensor(
   bytesEncoding: BytesEncoding,
 ): ort.Tensor {
   if (datatype === 'FP16') {
-    throw new InferenceInputError(`input "${name}": FP16 has no typed contents field, send it in raw_input_contents`);
+    throw new InferenceInputError(
+      `input ${quoted(name)}: FP16 has no typed contents field, send it in raw_input_contents`,
+    );
   }
   const field = CONTENTS_OF[datatype];
   for (const other of CONTENTS_FIELDS) {
     if (other !== field && (contents[other]?.length ?? 0) > 0) {
-      throw new InferenceInputError(`input "${name}": ${datatype} data goes in ${field}, got ${other}`);
+      throw new InferenceInputError(`input ${quoted(name)}: ${datatype} data goes in ${field}, got ${other}`);
     }
   }
   const values = contents[field] ?? NONE;
   if (values.length !== count) {
     throw new InferenceInputError(
-      `input "${name}": shape [${dims.join(', ')}] needs ${count} elements, ${field} has ${values.length}`,
+      `input ${quoted(name)}: shape ${formatDims(dims)} needs ${count} elements, ${field} has ${values.length}`,
     );
   }
   return new ort.Tensor(ortTypeOf(datatype), typedTensorData(name, datatype, values, bytesEncoding), dims);
@@ -257,7 +261,9 @@ function integerTensorData(
   for (let i = 0; i < values.length; i++) {
     const value = values[i] as number;
     if (value < min || value > max) {
-      throw new InferenceInputError(`input "${name}": element ${i} is ${value}, ${datatype} needs [${min}, ${max}]`);
+      throw new InferenceInputError(
+        `input ${quoted(name)}: element ${i} is ${value}, ${datatype} needs [${min}, ${max}]`,
+      );
     }
     out[i] = value;
   }

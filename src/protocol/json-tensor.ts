@@ -1,5 +1,7 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
+import { formatDims } from '../core/tensors.js';
 import { ortTypeOf, type Datatype } from '../core/datatypes.js';
 import { floatToHalf, halfToFloat } from './binary-tensor.js';
 import { fillFloat32FromSpan, NumericSpan } from './json-data-lift.js';
@@ -49,7 +51,7 @@ export function readJsonTensor(input: JsonInput, given: unknown, maxElements: nu
   }
   const data = given instanceof NumericSpan ? given.toArray() : given;
   if (!Array.isArray(data)) {
-    throw new InferenceInputError(`input "${input.name}": data must be an array`);
+    throw new InferenceInputError(`input ${quoted(input.name)}: data must be an array`);
   }
   const { count, datatype } = input;
   if (count > maxElements) throw countMismatch(input, countElements(data, input));
@@ -212,11 +214,11 @@ const MAX_NESTING = 64;
 function deeper(input: JsonInput, depth: number): number {
   // The rank is the client's to choose too: 20,000 ones in the shape overflowed the stack.
   if (depth >= MAX_NESTING) {
-    throw new InferenceInputError(`input "${input.name}": data is nested deeper than ${MAX_NESTING} levels`);
+    throw new InferenceInputError(`input ${quoted(input.name)}: data is nested deeper than ${MAX_NESTING} levels`);
   }
   if (depth >= Math.max(1, input.dims.length)) {
     throw new InferenceInputError(
-      `input "${input.name}": data is nested deeper than its shape [${input.dims.join(', ')}] allows`,
+      `input ${quoted(input.name)}: data is nested deeper than its shape ${formatDims(input.dims)} allows`,
     );
   }
   return depth + 1;
@@ -224,14 +226,14 @@ function deeper(input: JsonInput, depth: number): number {
 
 function countMismatch(input: JsonInput, got: number): InferenceInputError {
   return new InferenceInputError(
-    `input "${input.name}": shape [${input.dims.join(', ')}] needs ${input.count} elements, got ${got}`,
+    `input ${quoted(input.name)}: shape ${formatDims(input.dims)} needs ${input.count} elements, got ${got}`,
   );
 }
 
 function badElement(input: JsonInput, at: number, value: unknown, expected: string): InferenceInputError {
   const shown = JSON.stringify(value)?.slice(0, 40) ?? String(value);
   return new InferenceInputError(
-    `input "${input.name}": element ${at} is ${shown}, ${input.datatype} needs ${expected}`,
+    `input ${quoted(input.name)}: element ${at} is ${shown}, ${input.datatype} needs ${expected}`,
   );
 }
 

@@ -1,5 +1,7 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
+import { formatDims } from '../core/tensors.js';
 import { DATATYPES, datatypeOfOrtType, isDatatype, type Datatype } from '../core/datatypes.js';
 import type { TensorMap, TensorSpec } from '../core/tensors.js';
 import {
@@ -86,10 +88,10 @@ export function decodeInferRequest(
   let offset = jsonLength;
   header.inputs.forEach((raw: unknown, index) => {
     const input = describeInput(raw, index);
-    if (input.name in inputs) throw new InferenceInputError(`input "${input.name}" is given twice`);
+    if (input.name in inputs) throw new InferenceInputError(`input ${quoted(input.name)} is given twice`);
     if (input.binarySize === undefined) {
       if (!('data' in input.raw)) {
-        throw new InferenceInputError(`input "${input.name}": needs "data" or parameters.binary_data_size`);
+        throw new InferenceInputError(`input ${quoted(input.name)}: needs "data" or parameters.binary_data_size`);
       }
       const tensor = readJsonTensor(input, input.raw.data, jsonLength);
       inputs[input.name] =
@@ -99,18 +101,18 @@ export function decodeInferRequest(
       return;
     }
     if ('data' in input.raw) {
-      throw new InferenceInputError(`input "${input.name}": has both "data" and parameters.binary_data_size`);
+      throw new InferenceInputError(`input ${quoted(input.name)}: has both "data" and parameters.binary_data_size`);
     }
     const end = offset + input.binarySize;
     if (end > body.length) {
       throw new InferenceInputError(
-        `input "${input.name}": binary_data_size ${input.binarySize} runs past the end of the body (${body.length - offset} bytes left)`,
+        `input ${quoted(input.name)}: binary_data_size ${input.binarySize} runs past the end of the body (${body.length - offset} bytes left)`,
       );
     }
     // Each BYTES element takes 4 bytes or more; a shape of 2^32 made its array throw a RangeError.
     if (input.datatype === 'BYTES' && input.count > input.binarySize) {
       throw new InferenceInputError(
-        `input "${input.name}": shape [${input.dims.join(', ')}] of BYTES needs at least ${4 * input.count} bytes, got ${input.binarySize}`,
+        `input ${quoted(input.name)}: shape ${formatDims(input.dims)} of BYTES needs at least ${4 * input.count} bytes, got ${input.binarySize}`,
       );
     }
     inputs[input.name] = readBinaryTensor(
@@ -167,22 +169,22 @@ function describeInput(raw: unknown, index: number): InputDescription {
   const { name, datatype, shape } = raw;
   if (!isDatatype(datatype)) {
     throw new InferenceInputError(
-      `input "${name}": datatype ${JSON.stringify(datatype)} is not one of ${DATATYPES.join(', ')}`,
+      `input ${quoted(name)}: datatype ${JSON.stringify(datatype)} is not one of ${DATATYPES.join(', ')}`,
     );
   }
   if (!Array.isArray(shape) || !shape.every((dim) => Number.isSafeInteger(dim) && (dim as number) >= 0)) {
     throw new InferenceInputError(
-      `input "${name}": shape ${JSON.stringify(shape)} must be an array of non-negative integers`,
+      `input ${quoted(name)}: shape ${JSON.stringify(shape)} must be an array of non-negative integers`,
     );
   }
   const dims = shape as number[];
   const count = dims.reduce((product, dim) => product * dim, 1);
   if (!Number.isSafeInteger(count))
-    throw new InferenceInputError(`input "${name}": shape [${dims.join(', ')}] is too large`);
-  const parameters = optionalObject(raw.parameters, `input "${name}": "parameters"`);
+    throw new InferenceInputError(`input ${quoted(name)}: shape ${formatDims(dims)} is too large`);
+  const parameters = optionalObject(raw.parameters, `input ${quoted(name)}: "parameters"`);
   const binarySize = parameters.binary_data_size;
   if (binarySize !== undefined && !(Number.isSafeInteger(binarySize) && (binarySize as number) >= 0)) {
-    throw new InferenceInputError(`input "${name}": binary_data_size must be a non-negative integer`);
+    throw new InferenceInputError(`input ${quoted(name)}: binary_data_size must be a non-negative integer`);
   }
   return { raw, name, datatype, dims, count, binarySize: binarySize as number | undefined };
 }
@@ -225,7 +227,7 @@ function decodeRawRequest(
   const rowShape = batched ? shape.slice(1) : shape;
   if (rowShape.includes(-1)) {
     throw new InferenceInputError(
-      `input "${name}": a raw binary request needs every dimension but the first fixed, the model's shape is [${shape.join(', ')}]`,
+      `input ${quoted(name)}: a raw binary request needs every dimension but the first fixed, the model's shape is [${shape.join(', ')}]`,
     );
   }
   const rowElements = rowShape.reduce((product, dim) => product * dim, 1);
@@ -234,7 +236,7 @@ function decodeRawRequest(
     // As in Triton: the body is one element, so the input must hold exactly one.
     if (rowElements !== 1) {
       throw new InferenceInputError(
-        `input "${name}": a raw BYTES request is one element, the model's shape [${shape.join(', ')}] holds more`,
+        `input ${quoted(name)}: a raw BYTES request is one element, the model's shape [${shape.join(', ')}] holds more`,
       );
     }
     tensor = new ort.Tensor('string', [body.toString(bytesEncoding)], batched ? [1, ...rowShape] : shape);
@@ -243,7 +245,7 @@ function decodeRawRequest(
     const rows = batched ? body.length / rowBytes : 1;
     if (!Number.isInteger(rows) || rows === 0) {
       throw new InferenceInputError(
-        `input "${name}": ${body.length} bytes are not a whole number of ${rowBytes}-byte rows of [${shape.join(', ')}] ${datatype}`,
+        `input ${quoted(name)}: ${body.length} bytes are not a whole number of ${rowBytes}-byte rows of [${shape.join(', ')}] ${datatype}`,
       );
     }
     const dims = batched ? [rows, ...rowShape] : [...shape];

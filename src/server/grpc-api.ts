@@ -53,6 +53,8 @@ export interface GrpcApiOptions {
   readonly modelControl: 'explicit' | 'none';
   /** ModelStreamInfer streams open at once; beyond it a new stream is refused. */
   readonly maxStreams: number;
+  /** Bytes of metadata one call may carry (grpc_max_metadata_size). */
+  readonly maxMetadataBytes: number;
   readonly requestFinished: (outcome: RequestOutcome) => void;
 }
 
@@ -177,6 +179,9 @@ export class GrpcInferenceApi {
           code: status.UNIMPLEMENTED,
           details: `${rpc}: batchserve does not implement ${what}`,
         });
+    }
+    for (const [rpc, handler] of Object.entries(handlers)) {
+      handlers[rpc] = metadataGuard(handler as GuardedHandler, this.#options.maxMetadataBytes) as typeof handler;
     }
     return handlers;
   }
@@ -351,6 +356,42 @@ function refuseOversized(raw: Buffer, model: LoadedModel): void {
 }
 
 /** A unary RPC from an async function; errors become gRPC statuses. */
+type GuardedHandler = (
+  call: { metadata: Metadata; emit(event: 'error', error: object): boolean },
+  callback?: (error: Partial<ServiceError>) => void,
+) => void;
+
+/** HPACK's per-entry overhead, which HTTP/2's SETTINGS_MAX_HEADER_LIST_SIZE counts too. */
+const HEADER_ENTRY_OVERHEAD = 32;
+
+/** A call's metadata as HTTP/2 counts a header list: names, values and 32 bytes an entry. */
+export function metadataBytes(metadata: Metadata): number {
+  let bytes = 0;
+  for (const [key, value] of Object.entries(metadata.toHttp2Headers())) {
+    for (const item of Array.isArray(value) ? value : [value]) {
+      bytes += key.length + String(item).length + HEADER_ENTRY_OVERHEAD;
+    }
+  }
+  return bytes;
+}
+
+/** Refuses a call whose metadata is over the limit before the RPC sees it: RESOURCE_EXHAUSTED, naming the limit. */
+function metadataGuard(handler: GuardedHandler, limit: number): GuardedHandler {
+  return (call, callback) => {
+    const bytes = metadataBytes(call.metadata);
+    if (bytes <= limit) {
+      handler(call, callback);
+      return;
+    }
+    const error = {
+      code: status.RESOURCE_EXHAUSTED,
+      details: `the call's metadata is ${bytes} bytes, over the ${limit} this server takes (grpc_max_metadata_size)`,
+    };
+    if (callback) callback(error);
+    else call.emit('error', error);
+  };
+}
+
 function unary<Request, Response>(
   handle: (request: Request, call: ServerUnaryCall<Request, Response>) => Promise<Response>,
 ): handleUnaryCall<Request, Response> {

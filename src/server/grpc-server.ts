@@ -35,7 +35,7 @@ export async function startGrpcServer(
     'grpc.keepalive_time_ms': Math.round(config.grpc_keepalive_time / 1000),
     'grpc.keepalive_timeout_ms': Math.round(config.grpc_keepalive_timeout / 1000),
   });
-  widenFlowControl(server);
+  widenFlowControl(server, config.grpc_max_metadata_size);
   const { service, packageDefinition } = inferenceProtocol();
   server.addService(undecodedInfer(service), api.handlers());
   const health = new HealthImplementation({ '': 'SERVING', [INFERENCE_SERVICE]: 'SERVING' });
@@ -74,11 +74,25 @@ export async function startGrpcServer(
  */
 const FLOW_CONTROL_WINDOW = 16 * 1024 * 1024;
 
-function widenFlowControl(server: Server): void {
+/**
+ * Also lets header lists past grpc_max_metadata_size through HTTP/2, so an oversized call is
+ * answered RESOURCE_EXHAUSTED with the limit instead of having its stream reset, which clients
+ * report as INTERNAL. (nghttp2 still refuses blocks past about 64 KiB by itself.)
+ */
+function widenFlowControl(server: Server, maxMetadataBytes: number): void {
   const internals = server as unknown as { commonServerOptions?: { settings?: Record<string, unknown> } };
   const options = internals.commonServerOptions;
-  if (options) options.settings = { ...options.settings, initialWindowSize: FLOW_CONTROL_WINDOW };
+  if (options) {
+    options.settings = {
+      ...options.settings,
+      initialWindowSize: FLOW_CONTROL_WINDOW,
+      maxHeaderListSize: maxMetadataBytes + HEADER_LIST_HEADROOM,
+    };
+  }
 }
+
+/** Room over the limit, so a header list just past it arrives to be refused by name. */
+const HEADER_LIST_HEADROOM = 64 * 1024;
 
 function widenSessionWindows(server: Server): void {
   const internals = server as unknown as { http2Servers?: Map<EventEmitter, unknown> };

@@ -1,5 +1,6 @@
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { ForbiddenError, UsageError } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
@@ -57,7 +58,7 @@ export function managementRoutes(options: ManagementOptions): Route[] {
         const expectedName = url.searchParams.get('model_name');
         if (expectedName && expectedName !== model.name) {
           await repository.unload(model.name, model.version);
-          throw new UsageError(`model_name "${expectedName}" does not match the archive's model "${model.name}"`);
+          throw new UsageError(`model_name ${quoted(expectedName)} does not match the archive's model "${model.name}"`);
         }
         await applyWorkerChanges(model, url.searchParams);
         await options.traffic.versionsChanged();

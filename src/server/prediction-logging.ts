@@ -12,6 +12,7 @@ import {
   ModelNotFoundError,
   PredictionLogOffError,
 } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
 import { isTensorMap, type TensorMap } from '../core/tensors.js';
 import type { FeedbackRecord, PredictionRecord, RankedLabel, Routing } from '../experiment/log-records.js';
 import { PredictionIndex, findLoggedPrediction, type PredictionRef } from '../experiment/prediction-index.js';
@@ -141,7 +142,7 @@ export class PredictionLogs {
   async feedback(name: string, body: unknown): Promise<{ id: string; model: string; version: string }> {
     const { repository, traffic, metrics } = this.#options;
     const versions = repository.versions(name);
-    if (versions.length === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
+    if (versions.length === 0) throw new ModelNotFoundError(`unknown model ${quoted(name)}`);
     const feedback = parseFeedback(body);
     const writers = [...new Set(versions.flatMap((model) => this.#logOf(model)?.writer ?? []))];
     if (writers.length === 0) {

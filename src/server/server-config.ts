@@ -62,6 +62,14 @@ export const serverConfigSchema = {
       description:
         'ModelStreamInfer streams open at once, over all connections; a stream beyond it is refused with RESOURCE_EXHAUSTED.',
     },
+    grpc_max_metadata_size: {
+      kind: 'integer',
+      min: 1024,
+      max: 60 * 1024,
+      default: 16 * 1024,
+      description:
+        "Bytes of metadata (headers: names, values and 32 bytes each, as HTTP/2 counts them) one gRPC call may carry; a call over it is refused with RESOURCE_EXHAUSTED naming the limit (gRPC C core's hard limit is the default). Node's HTTP/2 itself refuses header blocks past about 64 KiB, before this check can answer.",
+    },
     grpc_keepalive_time: {
       kind: 'duration',
       default: 7_200_000_000,
@@ -194,6 +202,7 @@ export interface ServerConfig {
   readonly metrics_port: number;
   readonly grpc_port: number;
   readonly grpc_max_streams: number;
+  readonly grpc_max_metadata_size: number;
   /** Microseconds. */
   readonly grpc_keepalive_time: number;
   /** Microseconds. */

@@ -196,6 +196,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       token,
       modelControl: config.model_control,
       maxStreams: config.grpc_max_streams,
+      maxMetadataBytes: config.grpc_max_metadata_size,
       requestFinished: outcomeRecorder(metrics, control, predictionLogs),
     });
     const urls: ApiAddresses = {

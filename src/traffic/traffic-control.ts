@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { validateField } from '../config/schema-kit.js';
 import { CanaryConflictError, ConfigInvalidError, ModelNotFoundError } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
@@ -92,7 +93,7 @@ export class TrafficControl {
   view(name: string): TrafficView {
     const { repository } = this.#options;
     const versions = repository.versions(name);
-    if (versions.length === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
+    if (versions.length === 0) throw new ModelNotFoundError(`unknown model ${quoted(name)}`);
     const canary = this.#canaries.recordOf(name);
     return {
       model: name,
@@ -107,7 +108,7 @@ export class TrafficControl {
   /** Replaces the model's traffic policy; `{}` clears it. */
   async setTraffic(name: string, raw: unknown): Promise<TrafficView> {
     const versions = this.#options.repository.versions(name);
-    if (versions.length === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
+    if (versions.length === 0) throw new ModelNotFoundError(`unknown model ${quoted(name)}`);
     const problems: string[] = [];
     const traffic = validateField({ ...trafficSpec, optional: false }, raw, 'traffic', problems) as TrafficPolicy;
     if (traffic) problems.push(...trafficProblems(traffic, 'traffic'));

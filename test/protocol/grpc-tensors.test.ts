@@ -303,11 +303,11 @@ test('datatypes, names and shapes are checked', () => {
     [one({ name: 'x', datatype: '', shape: [2] }), /datatype "" is not one of/],
     [
       one({ name: 'x', datatype: 'FP32', shape: [-1, 2] }),
-      /^input "x": shape \[-1, 2\] must be non-negative integers below 2\^53$/,
+      /^input "x": dimension 0 \(-1\) must be a non-negative integer below 2\^53$/,
     ],
     [
       one({ name: 'x', datatype: 'FP32', shape: ['9007199254740993'] }),
-      /shape \[9007199254740993\] must be non-negative/,
+      /dimension 0 \(9007199254740993\) must be a non-negative/,
     ],
     [
       one({ name: 'x', datatype: 'FP32', shape: [2 ** 30, 2 ** 30, 2 ** 30] }),

@@ -482,3 +482,67 @@ test('a message larger than the model’s largest batch is refused with RESOURCE
   assert.match(oversized.error?.details ?? '', /takes at most 65664 \(its largest batch, max_batch_size 8/);
   assert.equal((await grpc.call('ModelInfer', affineInfer({ id: 'x'.repeat(60_000) }))).error, undefined);
 });
+
+test('metadata over grpc_max_metadata_size is refused with RESOURCE_EXHAUSTED naming the limit, unary and streamed', async (t) => {
+  const server = await affineServer(t);
+  const grpc = client(t, server);
+  assert.equal((await grpc.call('ModelInfer', affineInfer(), { 'x-note': 'a'.repeat(8_000) })).error, undefined);
+  const refused = await grpc.call('ModelInfer', affineInfer(), { 'x-note': 'a'.repeat(60 * 1024) });
+  assert.equal(refused.error?.code, status.RESOURCE_EXHAUSTED, refused.error?.details);
+  assert.match(refused.error?.details ?? '', /over the 16384 this server takes \(grpc_max_metadata_size\)/);
+  // Past ~64 KiB, Node's HTTP/2 (nghttp2) refuses the header block itself, before any code of
+  // ours or grpc-js runs: the call fails, and the server goes on serving.
+  const huge = await grpc.call('ModelInfer', affineInfer(), { 'x-note': 'a'.repeat(1024 ** 2) });
+  assert.notEqual(huge.error, undefined);
+  const stream = grpc.stream({ 'x-note': 'a'.repeat(60 * 1024) });
+  const streamed = await new Promise<{ code: number; details: string }>((done) => stream.on('error', done));
+  assert.equal(streamed.code, status.RESOURCE_EXHAUSTED);
+  assert.equal((await grpc.call('ServerLive', {})).response.live, true, 'the connection still serves');
+});
+
+test('bad names and shapes get INVALID_ARGUMENT or NOT_FOUND with short, escaped messages', async (t) => {
+  const server = await affineServer(t);
+  const grpc = client(t, server);
+  const renamed = await grpc.call('ModelInfer', {
+    ...affineInfer(),
+    inputs: [{ name: 'y', datatype: 'FP32', shape: [1, 4] }],
+  });
+  assert.equal(renamed.error?.code, status.INVALID_ARGUMENT);
+  assert.match(renamed.error?.details ?? '', /^unknown input "y"/, 'the name sent is reported, not the one missing');
+
+  const nul = await grpc.call('ModelInfer', affineInfer({ model_name: 'aff\0ine' }));
+  assert.equal(nul.error?.code, status.NOT_FOUND);
+  assert.ok(nul.error?.details.includes('"aff\\u0000ine"'), nul.error?.details);
+  assert.ok(!nul.error?.details.includes('\0'), 'no raw NUL in the answer');
+
+  const longName = await grpc.call(
+    'ModelInfer',
+    affineInfer({ model_name: 'm'.repeat(140_000) }),
+    {},
+    {
+      deadline: Date.now() + 10_000,
+    },
+  );
+  assert.equal(longName.error?.code, status.NOT_FOUND, longName.error?.details);
+  assert.ok((longName.error?.details.length ?? Infinity) < 400, 'the name is cut in the answer');
+
+  for (const shape of [
+    [1, 0],
+    [0, 4],
+  ]) {
+    const empty = await grpc.call('ModelInfer', {
+      ...affineInfer(),
+      inputs: [{ name: 'x', datatype: 'FP32', shape }],
+      raw_input_contents: [Buffer.alloc(0)],
+    });
+    assert.equal(empty.error?.code, status.INVALID_ARGUMENT, `[${shape.join(', ')}]: ${empty.error?.details}`);
+  }
+  const wide = await grpc.call(
+    'ModelInfer',
+    { ...affineInfer(), inputs: [{ name: 'x', datatype: 'FP32', shape: Array.from({ length: 20_000 }, () => 1) }] },
+    {},
+    { deadline: Date.now() + 10_000 },
+  );
+  assert.equal(wide.error?.code, status.INVALID_ARGUMENT, wide.error?.details);
+  assert.ok((wide.error?.details.length ?? Infinity) < 400, wide.error?.details.slice(0, 200));
+});
