@@ -86,7 +86,7 @@ export const modelPolicySpec = {
       pattern: VERSION_PATTERN,
       patternHint: 'a version',
       description:
-        'The version that answers requests naming none (when no split applies); default: the highest loaded.',
+        "The version that answers requests naming none (when no split applies); default: the first version loaded (in `--models` order; a store's from its lowest version up), so a version loaded beside it takes no traffic until set-default, a split or a canary gives it some.",
     },
     traffic: trafficSpec,
   },

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { ModelConflictError, ModelInUseError, ModelNotFoundError, VersionPolicyError } from '../core/errors.js';
+import { quoted } from '../core/quote.js';
 import { isModelStep } from '../config/pipeline-config.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ModelPolicy, VersionPolicy } from '../config/model-policy.js';
@@ -161,7 +162,7 @@ export class ModelRepository {
       const store = this.#options.modelStore;
       throw new ModelNotFoundError(
         store
-          ? `no archive of model "${name}" in the model store ${store}`
+          ? `no archive of model ${quoted(name)} in the model store ${store}`
           : 'the server has no model store (--model-store)',
       );
     }
@@ -207,12 +208,12 @@ export class ModelRepository {
   /** A loaded version, or the default one when `version` is undefined. */
   get(name: string, version?: string): LoadedModel {
     const versions = this.#models.get(name);
-    if (!versions || versions.size === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
+    if (!versions || versions.size === 0) throw new ModelNotFoundError(`unknown model ${quoted(name)}`);
     const chosen = version ?? this.defaultVersion(name);
     const model = chosen === undefined ? undefined : versions.get(chosen);
     if (!model) {
       throw new ModelNotFoundError(
-        `model "${name}" has no version "${String(version)}" (loaded: ${[...versions.keys()].join(', ')})`,
+        `model ${quoted(name)} has no version ${quoted(String(version))} (loaded: ${[...versions.keys()].join(', ')})`,
       );
     }
     return model;
@@ -241,15 +242,18 @@ export class ModelRepository {
 
   /**
    * The version that answers when none is named: the chosen default while it is ready, else
-   * the highest ready one, so requests never land on a version that is draining away.
+   * the first loaded of those ready (TorchServe's rule), so a version loaded beside a serving
+   * one takes no traffic until set-default, a split or a canary gives it some, and requests
+   * never land on a version that is draining away.
    */
   defaultVersion(name: string): string | undefined {
     const versions = this.#models.get(name);
     for (const chosen of [this.#defaults.get(name), this.#configuredDefaults.get(name)]) {
       if (chosen !== undefined && versions?.get(chosen)?.state === 'ready') return chosen;
     }
-    const loaded = this.versions(name);
-    return (loaded.findLast((model) => model.state === 'ready') ?? loaded.at(-1))?.version;
+    // A Map iterates in insertion order: the order the versions loaded.
+    const loaded = [...(versions?.values() ?? [])];
+    return (loaded.find((model) => model.state === 'ready') ?? loaded[0])?.version;
   }
 
   /** The default chosen at run time or in server.yaml, whether or not it is loaded now. */
@@ -288,7 +292,7 @@ export class ModelRepository {
    */
   async unload(name: string, version?: string, options: { force?: boolean } = {}): Promise<LoadedModel[]> {
     const targets = version === undefined ? this.versions(name) : [this.get(name, version)];
-    if (targets.length === 0) throw new ModelNotFoundError(`unknown model "${name}"`);
+    if (targets.length === 0) throw new ModelNotFoundError(`unknown model ${quoted(name)}`);
     const users = options.force ? [] : this.#pipelinesNeeding(name, targets);
     if (users.length > 0) {
       throw new ModelInUseError(

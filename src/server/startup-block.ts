@@ -28,7 +28,7 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig): s
     `  work dir    ${server.workDir}`,
     ...(config.prediction_log === undefined ? [] : [`  predictions ${resolve(config.prediction_log)}/<model>/`]),
     '  models',
-    ...server.repository.list().map((model) => `    ${describeModel(model)}`),
+    ...server.repository.list().map((model) => `    ${describeModel(model)}${versionRole(server, model)}`),
     ...server.startupFailures.map((failure) => `    FAILED ${failure.spec}: ${failure.message}`),
     '',
   ];
@@ -63,6 +63,7 @@ export function renderStartupLine(server: BatchServer, config: ServerConfig, now
       preferredBatchSizes: model.config.dynamic_batching.preferred_batch_sizes,
       maxQueueSize: model.config.dynamic_batching.max_queue_size,
       loadSeconds: model.loadSeconds,
+      default: server.repository.defaultVersion(model.name) === model.version,
     })),
     failures: server.startupFailures,
     msg: STARTUP_MESSAGE,
@@ -75,6 +76,18 @@ function describeDelay(batching: LoadedModel['config']['dynamic_batching']): str
   return batching.max_queue_delay === 'auto'
     ? `auto (max_latency ${formatDuration(latencyBudgetUs(batching))})`
     : `${batching.max_queue_delay} µs`;
+}
+
+/**
+ * Where a model has several versions loaded, which one answers requests that name none, and
+ * that the others take traffic only when told to.
+ */
+function versionRole(server: BatchServer, model: LoadedModel): string {
+  const { repository } = server;
+  if (repository.versions(model.name).length < 2) return '';
+  return repository.defaultVersion(model.name) === model.version
+    ? '  [default: answers requests that name no version]'
+    : '  [no traffic until set-default, a split or a canary gives it some]';
 }
 
 function describeModel(model: LoadedModel): string {

@@ -12,33 +12,44 @@ export interface StepFigures {
 const DROP_SLACK = 1e-9;
 
 /**
- * The first guardrail the step breaks, worded as the reason the rollback records; undefined
- * when it breaks none. The error rate and p99 need no minimum of requests — a canary errs on
- * the safe side — but agreement and quality are shares of a sample, so each waits until its
- * sample reaches `min_requests`.
+ * Every guardrail the step breaks, each worded as the rollback records it; empty when it
+ * breaks none. Agreement and quality are shares of a sample, so each waits until its sample
+ * reaches `min_requests`. At a step's check the error rate and p99 need no minimum — a canary
+ * errs on the safe side — but judged `asResultsArrive` (after every answer) they wait for
+ * `min_requests` too, or a candidate's first slow or failed request would end every canary.
  */
-export function breachOf({ candidate, stable }: StepFigures, settings: CanarySettings): string | undefined {
-  if (candidate.requests > 0 && candidate.error_rate > settings.max_error_rate) {
-    return `error rate ${formatRate(candidate.error_rate)} (${candidate.errors} of ${candidate.requests}) above ${formatRate(settings.max_error_rate)}`;
+export function breachesOf(
+  { candidate, stable }: StepFigures,
+  settings: CanarySettings,
+  asResultsArrive = false,
+): string[] {
+  const breaches: string[] = [];
+  const sampled = !asResultsArrive || candidate.requests >= settings.min_requests;
+  if (sampled && candidate.requests > 0 && candidate.error_rate > settings.max_error_rate) {
+    breaches.push(
+      `error rate ${formatRate(candidate.error_rate)} (${candidate.errors} of ${candidate.requests}) above ${formatRate(settings.max_error_rate)}`,
+    );
   }
   const p99 = candidate.p99_ms;
-  if (settings.max_p99 !== undefined && p99 !== undefined && p99 * 1000 > settings.max_p99) {
-    return `p99 ${p99.toFixed(1)} ms above ${formatDuration(settings.max_p99)}`;
+  if (sampled && settings.max_p99 !== undefined && p99 !== undefined && p99 * 1000 > settings.max_p99) {
+    breaches.push(`p99 ${p99.toFixed(1)} ms above ${formatDuration(settings.max_p99)}`);
   }
   const { min_agreement: minAgreement, max_quality_drop: maxDrop } = settings;
   const compared = candidate.compared ?? 0;
   const agreement = candidate.agreement ?? 0;
   if (minAgreement !== undefined && compared >= settings.min_requests && agreement < minAgreement) {
-    return `agreement ${formatRate(agreement)} (${candidate.agreed ?? 0} of ${compared} mirrored answers) below ${formatRate(minAgreement)}`;
+    breaches.push(
+      `agreement ${formatRate(agreement)} (${candidate.agreed ?? 0} of ${compared} mirrored answers) below ${formatRate(minAgreement)}`,
+    );
   }
   const quality = maxDrop === undefined ? undefined : qualityOf(candidate, stable, settings.min_requests);
   if (maxDrop !== undefined && quality !== undefined && quality.stable - quality.candidate > maxDrop + DROP_SLACK) {
-    return (
+    breaches.push(
       `${quality.measure} ${quality.candidateText} is ${formatAmount(quality.stable - quality.candidate)} below ` +
-      `the stable's ${quality.stableText}, more than the ${formatAmount(maxDrop)} allowed`
+        `the stable's ${quality.stableText}, more than the ${formatAmount(maxDrop)} allowed`,
     );
   }
-  return undefined;
+  return breaches;
 }
 
 /**

@@ -6,7 +6,7 @@ import { CanaryConflictError, CanaryNotFoundError } from '../core/errors.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
-import { breachOf, holdReason } from './canary-guardrails.js';
+import { breachesOf, holdReason } from './canary-guardrails.js';
 import { formatAmount, formatRate, type CanarySettings } from './canary-settings.js';
 import type { ShadowComparison } from './shadow-compare.js';
 import type { VersionRouter } from './version-router.js';
@@ -110,9 +110,11 @@ const DEFAULT_AGREEMENT_TOLERANCE = trafficSpec.fields.shadow_tolerance.default;
 
 /**
  * Moves a model's traffic to a candidate version step by step, judging each step against its
- * guardrails (canary-guardrails.ts), and rolls back to 100 % stable at the first breach:
- * - the candidate's error rate and p99, which breach without a minimum of requests — a canary
- *   errs on the safe side;
+ * guardrails (canary-guardrails.ts), and rolls back to 100 % stable at the first breach,
+ * judged as each result arrives (once its sample holds `min_requests`) and again at each
+ * step's check:
+ * - the candidate's error rate and p99, which at the check breach without a minimum of
+ *   requests — a canary errs on the safe side;
  * - with `min_agreement`, its agreement with the stable version: while the canary runs, every
  *   request the stable answers is mirrored to the candidate (the canary's shadow wins over
  *   the traffic policy's) and the two answers compared as shadows are; a mirrored copy that
@@ -246,6 +248,8 @@ export class CanaryController {
     if (running === undefined) return;
     if (model.version === running.record.candidate) running.candidate.record(status, seconds);
     else if (model.version === running.record.stable) running.stable.record(status, seconds);
+    else return;
+    this.#guard(running);
   }
 
   /**
@@ -257,6 +261,7 @@ export class CanaryController {
     if (running === undefined || running.record.settings.min_agreement === undefined) return;
     if (served.version === running.record.stable && shadow.version === running.record.candidate) {
       running.candidate.recordComparison(result);
+      this.#guard(running);
     }
   }
 
@@ -266,6 +271,21 @@ export class CanaryController {
     if (running === undefined) return;
     if (model.version === running.record.candidate) running.candidate.recordFeedback(quality);
     else if (model.version === running.record.stable) running.stable.recordFeedback(quality);
+    else return;
+    this.#guard(running);
+  }
+
+  /**
+   * Protection does not wait for the step's check: every result is judged as it arrives, once
+   * its guardrail's sample is in, and the first breach rolls back at once, recording every
+   * guardrail broken then. The interval only paces promotion.
+   */
+  #guard(running: RunningCanary): void {
+    const figures = { candidate: running.candidate.figures(), stable: running.stable.figures() };
+    const { settings } = running.record;
+    if (breachesOf(figures, settings, true).length === 0) return;
+    // Recorded as the step's check would judge it then: every guardrail broken, each with its figures.
+    this.#end(running.record, 'rolled_back', breachesOf(figures, settings).join('; '), figures);
   }
 
   close(): void {
@@ -321,9 +341,9 @@ export class CanaryController {
       return;
     }
     const figures = { candidate: running.candidate.figures(), stable: running.stable.figures() };
-    const breach = breachOf(figures, settings);
-    if (breach !== undefined) {
-      this.#end(record, 'rolled_back', breach, figures);
+    const breaches = breachesOf(figures, settings);
+    if (breaches.length > 0) {
+      this.#end(record, 'rolled_back', breaches.join('; '), figures);
       return;
     }
     const reason = holdReason(figures, settings, weightOf(record));

@@ -62,7 +62,7 @@ async function benchReport(t: TestContext, server: BatchServer, args: string[]):
 }
 
 test('bench --url reads the statistics of the version that served, not model_stats[0]', async (t) => {
-  const server = await twoVersions(t);
+  const server = await twoVersions(t, { model_policies: { affine: { default_version: '2' } } });
   const report = await benchReport(t, server, ['--concurrency', '1,8', '--requests', '160']);
 
   // Version 1 is first in /stats and saw no traffic at all: its counters were what bench read before.

@@ -550,7 +550,7 @@ test("the image's ENTRYPOINT, CMD and ENV serve a model store (paths and ports m
     body: INFER_BODY,
   });
   assert.equal(answer.status, 200);
-  assert.deepEqual(answer.body.outputs[0].data, [7, 9, 11, 13]);
+  assert.deepEqual(answer.body.outputs[0].data, [3, 5, 7, 9], 'the first version loaded is the default');
   served.process.kill('SIGTERM');
   assert.equal(await served.exit, 0);
   jsonLines(served.stderr());
@@ -613,7 +613,7 @@ test("exactly KServe's container args, in a namespace like the container's: read
   assert.equal(ready?.status, 200);
   assert.equal(answer?.status, 200);
   assert.equal(answer?.body.model_name, ISVC_NAME);
-  assert.equal(answer?.body.model_version, '2');
+  assert.equal(answer?.body.model_version, '1', 'the first version loaded is the default');
   assert.deepEqual(v1?.body.outputs[0].data, [3, 5, 7, 9]);
   assert.match(metrics?.body, new RegExp(`batchserve_requests_total\\{[^}]*model="${ISVC_NAME}"`));
   assert.equal(management?.status, 401, 'the management API wants the token');

@@ -134,10 +134,14 @@ test("--model-name serves every version of the store's one model under that name
     body: affineRequest([[1, 2, 3, 4]]),
   });
   assert.deepEqual([v1.body.model_name, v1.body.outputs[0].data], ['sentiment', [3, 5, 7, 9]]);
-  const latest = await call(`${server.urls.inference}/v2/models/sentiment/infer`, {
+  const v2 = await call(`${server.urls.inference}/v2/models/sentiment/versions/2/infer`, {
     body: affineRequest([[1, 1, 1, 1]]),
   });
-  assert.deepEqual([latest.body.model_version, latest.body.outputs[0].data], ['2', [7, 7, 7, 7]]);
+  assert.deepEqual([v2.body.model_version, v2.body.outputs[0].data], ['2', [7, 7, 7, 7]]);
+  const byDefault = await call(`${server.urls.inference}/v2/models/sentiment/infer`, {
+    body: affineRequest([[1, 1, 1, 1]]),
+  });
+  assert.deepEqual([byDefault.body.model_version, byDefault.body.outputs[0].data], ['1', [3, 3, 3, 3]]);
   assert.equal((await call(`${server.urls.inference}/v2/models/affine`)).status, 404);
 
   // The v2 repository extension knows the store's model by that name too.

@@ -119,7 +119,7 @@ test('batchserve traffic show, set and clear drive the management API', async (t
 
   const shown = await cli(['traffic', 'show', 'affine', ...target]);
   assert.equal(shown.code, 0, shown.stderr);
-  assert.match(shown.stdout, /^affine: default version 2; loaded 1 \(ready\), 2 \(ready\)\nsplit: none/);
+  assert.match(shown.stdout, /^affine: default version 1; loaded 1 \(ready\), 2 \(ready\)\nsplit: none/);
 
   const set = await cli([
     'traffic',

@@ -57,12 +57,12 @@ test('a canary with min_agreement mirrors the stable’s requests to a candidate
   const badRate = await manage(server, '/models/affine/canary', 'POST', { version: '2', min_agreement: '120%' });
   assert.deepEqual([badRate.status, badRate.body.code], [400, 'BS_ERR_USAGE']);
 
-  // A long step first, to watch the mirrored pairs while it runs.
+  // A long step first, with a sample larger than the requests sent, to watch the mirrored pairs while it runs.
   const watched = await manage(server, '/models/affine/canary', 'POST', {
     version: '2',
     steps: [50, 100],
     interval: '60s',
-    min_requests: 5,
+    min_requests: 50,
     min_agreement: '98%',
   });
   assert.equal(watched.status, 201, JSON.stringify(watched.body));
@@ -86,11 +86,12 @@ test('a canary with min_agreement mirrors the stable’s requests to a candidate
   assert.match(rendered, new RegExp(`2 \\(candidate\\) .* 0\\.00% \\(0 of ${byStable}\\)`));
   assert.equal((await manage(server, '/models/affine/canary/rollback', 'POST')).status, 200);
 
-  // A short step: the first check with enough mirrored answers rolls back on its own.
+  // The fifth mirrored answer brings the sample in, and the canary rolls back on its own then,
+  // long before its step's check.
   const started = await manage(server, '/models/affine/canary', 'POST', {
     version: '2',
     steps: [50, 100],
-    interval: '300ms',
+    interval: '10m',
     min_requests: 5,
     min_agreement: '98%',
   });
@@ -103,7 +104,7 @@ test('a canary with min_agreement mirrors the stable’s requests to a candidate
   assert.match(ended.reason, /^agreement 0% \(0 of \d+ mirrored answers\) below 98%$/);
   const verdict = ended.history.at(-1);
   assert.equal(verdict.event, 'rolled_back');
-  assert.ok(verdict.candidate.compared >= 5, `judged on ${verdict.candidate.compared} mirrored answers`);
+  assert.equal(verdict.candidate.compared, 5, 'judged on the fifth mirrored answer');
   assert.equal(verdict.candidate.agreed, 0);
   assert.deepEqual(ended.live, {});
   for (let index = 0; index < 3; index++) assert.equal(await ask(server), '1');

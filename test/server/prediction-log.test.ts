@@ -58,7 +58,7 @@ test('the prediction log has one record per answered request: variant, routing, 
   });
   assert.equal(cleared.status, 200, JSON.stringify(cleared.body));
   const f = await infer(server, affineRequest([ROW], { id: 'req-f' }));
-  assert.equal(f.headers['x-model-version'], '2');
+  assert.equal(f.headers['x-model-version'], '1', 'the default: the first version loaded');
   await server.drain(5_000);
 
   const records = (await readLog(join(logDir, 'affine'))) as PredictionRecord[];

@@ -213,7 +213,8 @@ test('a step short of min_requests holds, keeping one held event, and advances o
 
 test('the error rate counts 5xx of the candidate only: at the limit it advances, above it rolls back', async (t) => {
   const { controller, fake, answer, start } = await canaryOf(t);
-  start({ steps: [20, 50, 100], max_error_rate: 0.1, min_requests: 1 });
+  // min_requests 10: judged as they arrive, 1 error in the first 9 answers would already be over 10 %.
+  start({ steps: [20, 50, 100], max_error_rate: 0.1, min_requests: 10 });
   answer('1', 5, 500);
   answer('2', 9);
   answer('2', 1, 500);
@@ -226,9 +227,8 @@ test('the error rate counts 5xx of the candidate only: at the limit it advances,
   assert.equal(controller.status('affine').weight, 100, '4xx are the client’s errors');
   answer('2', 8);
   answer('2', 2, 503);
-  fake.tick(SECOND);
   const ended = controller.status('affine');
-  assert.equal(ended.state, 'rolled_back');
+  assert.equal(ended.state, 'rolled_back', 'at the 10th answer, before the check');
   assert.equal(ended.reason, 'error rate 20% (2 of 10) above 10%');
 });
 
@@ -563,14 +563,15 @@ test('min_agreement mirrors the stable’s requests to the candidate and rolls b
   );
   assert.ok(!('compared' in (held.live['1'] ?? {})), 'the stable version is not compared');
 
-  compare('agree', 45);
-  compare('failed');
-  fake.tick(SECOND);
+  // The fifth comparison brings the sample in: judged as it arrives, without waiting for the check.
+  compare('agree', 1);
   const ended = controller.status('affine');
   assert.equal(ended.state, 'rolled_back');
-  assert.equal(ended.reason, 'agreement 90% (45 of 50 mirrored answers) below 98%');
+  assert.equal(ended.reason, 'agreement 20% (1 of 5 mirrored answers) below 98%');
   const verdict = ended.history.at(-1);
-  assert.deepEqual([verdict?.event, verdict?.candidate?.compared, verdict?.candidate?.agreed], ['rolled_back', 50, 45]);
+  assert.deepEqual([verdict?.event, verdict?.candidate?.compared, verdict?.candidate?.agreed], ['rolled_back', 5, 1]);
+  compare('agree', 45);
+  assert.equal(controller.status('affine').history.length, ended.history.length, 'nothing is judged after the end');
   assert.deepEqual(
     [router.shadowFor(v1)?.model.version, router.shadowFor(v1)?.tolerance],
     ['3', 0.5],
@@ -579,7 +580,7 @@ test('min_agreement mirrors the stable’s requests to the candidate and rolls b
   compare('disagree');
   assert.deepEqual(
     controller.status('affine').history.at(-1)?.candidate?.compared,
-    50,
+    5,
     'an ended canary counts nothing',
   );
 });
@@ -735,11 +736,12 @@ test('a 100 % step is not held for feedback: the stable version has no new predi
 
 test('the CLI renders the agreement and quality guardrails with their live figures', async (t) => {
   const { controller, answer, compare, feedback, start } = await canaryOf(t);
-  start({ min_agreement: 0.98, max_quality_drop: 0.02 });
+  // min_requests 5: the samples below stay short of it, so the canary runs on to be rendered.
+  start({ min_agreement: 0.98, max_quality_drop: 0.02, min_requests: 5 });
   const quiet = renderCanaryStatus(controller.status('affine'));
   assert.match(
     quiet,
-    /guardrails: error rate ≤ 1%, agreement ≥ 98% \(tolerance 0\.00001\), accuracy or mean reward at most 0\.02 below stable; each step runs 1s and needs 3 each of candidate requests, mirrored answers and feedbacks per version;/,
+    /guardrails: error rate ≤ 1%, agreement ≥ 98% \(tolerance 0\.00001\), accuracy or mean reward at most 0\.02 below stable; each step runs 1s and needs 5 each of candidate requests, mirrored answers and feedbacks per version;/,
   );
   assert.match(quiet, /2 \(candidate\) .*│ 0 compared +│ — +│ — +│/);
   answer('2', 2);
@@ -752,4 +754,37 @@ test('the CLI renders the agreement and quality guardrails with their live figur
   const busy = renderCanaryStatus(controller.status('affine'));
   assert.match(busy, /2 \(candidate\) .*│ 75\.00% \(3 of 4\) +│ 75\.00% \(3 of 4\) +│ — +│/);
   assert.match(busy, /1 \(stable\) .*│ — +│ — +│ 0\.667 \(3\) +│/);
+});
+
+test('guardrails are judged as results arrive: the first breach once min_requests are in rolls back before the check', async (t) => {
+  const { controller, fake, answer, start, history } = await canaryOf(t);
+  start({ min_requests: 10, interval: 60 * SECOND, max_error_rate: 0.001 });
+  // Before its sample is in, an error waits for the step's check (where no minimum applies).
+  answer('2', 1, 500);
+  answer('2', 8);
+  assert.equal(controller.status('affine').state, 'running', '9 requests: short of min_requests');
+  answer('2', 1);
+  const ended = controller.status('affine');
+  assert.equal(ended.state, 'rolled_back', 'the 10th answer brought the sample in, and the breach ended it');
+  assert.equal(ended.weight, 0);
+  assert.equal(ended.reason, 'error rate 10% (1 of 10) above 0.1%');
+  assert.equal(history().at(-1)?.at, at(0), 'at once, not at the end of the 60 s interval');
+  fake.tick(60 * SECOND);
+  assert.equal(history().length, 2, 'started, rolled back: the check never ran');
+});
+
+test('every guardrail broken at once is recorded, not only the first', async (t) => {
+  const { controller, answer, compare, start } = await canaryOf(t);
+  start({ min_requests: 3, max_p99: 50_000, min_agreement: 0.9, max_error_rate: 0.01 });
+  // The swapped-scores report: slow, failing and disagreeing at once, recorded as all three.
+  compare('disagree', 2);
+  answer('2', 2, 500, 0.2);
+  assert.equal(controller.status('affine').state, 'running', 'no sample is in yet');
+  compare('disagree', 1);
+  const { state, reason } = controller.status('affine');
+  assert.equal(state, 'rolled_back', 'the third mirrored answer brought agreement in');
+  assert.equal(
+    reason,
+    'error rate 100% (2 of 2) above 1%; p99 200.1 ms above 50ms; agreement 0% (0 of 3 mirrored answers) below 90%',
+  );
 });

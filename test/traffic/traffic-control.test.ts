@@ -124,13 +124,13 @@ test('saved traffic replaces the configured traffic, and a saved default alone k
 });
 
 test('a model with no traffic is served by its default version; an unknown model has no view', async (t) => {
-  // A policy that names no default, and no saved one: the highest ready version answers.
+  // A policy that names no default, and no saved one: the first version loaded answers.
   const { repository, control } = await controlOf(t, { policies: { affine: { version_policy: { latest: 3 } } } });
   assert.equal(repository.chosenDefault('affine'), undefined);
-  assert.equal(repository.defaultVersion('affine'), '3');
+  assert.equal(repository.defaultVersion('affine'), '1');
   assert.equal(control.router.traffic('affine'), undefined);
   const view = control.view('affine');
-  assert.equal(view.default_version, '3');
+  assert.equal(view.default_version, '1');
   assert.equal(view.traffic, null);
   assert.equal(view.split, null);
   assert.equal(view.canary, null);
@@ -325,17 +325,18 @@ test('a canary is refused over a configured split, and started, rolled back or p
   await assert.rejects(control.promote('affine'), { code: 'BS_ERR_CANARY_CONFLICT' });
 });
 
-test('finished requests reach the canary: a failing candidate rolls back at its check, and that is saved', async (t) => {
+test('finished requests reach the canary: a failing candidate rolls back once its sample is in, and that is saved', async (t) => {
   const { repository, control, fake, saved } = await controlOf(t);
   await control.setDefault('affine', '1');
-  await control.startCanary('affine', { version: '2', interval: '1s', min_requests: 1 });
+  await control.startCanary('affine', { version: '2', interval: '1s', min_requests: 2 });
   control.requestFinished(repository.get('affine', '1'), 200, 0.01);
   control.requestFinished(repository.get('affine', '2'), 500, 0.01);
   assert.equal(control.canaryStatus('affine').live['2']?.errors, 1);
   assert.equal(control.canaryStatus('affine').live['1']?.requests, 1);
-  fake.tick(SECOND);
-  assert.equal(control.canaryStatus('affine').state, 'rolled_back');
-  // The check saves on its own, without a request to the management API.
+  control.requestFinished(repository.get('affine', '2'), 500, 0.01);
+  assert.equal(control.canaryStatus('affine').state, 'rolled_back', 'at the second answer, before the check');
+  assert.equal(fake.countTimers(), 0);
+  // The rollback saves on its own, without a request to the management API.
   await waitFor(async () => (await recordFrom(saved)).state === 'rolled_back');
   assert.equal(repository.defaultVersion('affine'), '1');
 });
@@ -425,12 +426,13 @@ test('a min_agreement canary counts the mirrored pairs traffic control compares,
     assert.ok(take !== undefined);
     take(tensorOf(1));
   }
-  await waitFor(async () => control.canaryStatus('affine').live['2']?.compared === 3);
-  assert.equal(control.canaryStatus('affine').live['2']?.agreed, 1, 'within the 1 % tolerance agrees');
-  assert.equal(await counted(), before + 3);
-  fake.tick(SECOND);
+  // The third comparison brings the sample in: the canary rolls back then, before its check.
+  await waitFor(async () => control.canaryStatus('affine').state === 'rolled_back');
   const ended = control.canaryStatus('affine');
-  assert.equal(ended.state, 'rolled_back');
+  const verdict = ended.history.at(-1)?.candidate;
+  assert.deepEqual([verdict?.compared, verdict?.agreed], [3, 1], 'within the 1 % tolerance agrees');
+  assert.equal(await counted(), before + 3);
+  assert.equal(fake.countTimers(), 0, 'no check is left to run');
   assert.equal(ended.reason, 'agreement 33.3% (1 of 3 mirrored answers) below 90%');
   assert.equal(
     control.mirror(repository.get('affine', '1'), () => assert.fail('no shadow after the canary')),
