@@ -1,6 +1,7 @@
 // The printed figures of each benchmark, rendered from its JSON result: the script prints them
-// as it runs, and `npm run docs:bench` puts the same text into docs/benchmarks.md.
-import { CONTROL } from './adaptive-sweep.js';
+// as it runs, and `npm run docs:bench` puts the same text into docs/benchmarks.md. Where a
+// benchmark has rounds, its page block keeps the header and the summary (which lists each
+// round's ratios); the per-round lines stay in the script's output and the results file.
 
 function environmentLines(result, { onnxruntimeLoaded = true } = {}) {
   const env = result.environment;
@@ -56,7 +57,7 @@ export const clientThroughput = {
     ].join('\n');
   },
   render(result) {
-    return [this.header(result), ...result.runs.map((run) => this.run(run)), this.summary(result)].join('\n');
+    return [this.header(result).trimEnd(), this.summary(result)].join('\n');
   },
 };
 
@@ -220,208 +221,12 @@ export const grpcVsRest = {
     ].join('\n');
   },
   render(result) {
-    return [this.header(result), ...result.runs.map((run) => this.run(run)), this.summary(result)].join('\n');
+    return [this.header(result).trimEnd(), this.summary(result)].join('\n');
   },
-};
-
-/**
- * A max_queue_delay (µs, or 'auto') as the tables print it: 0, 1ms, 500us, auto; bench:adaptive's
- * control, delay 0 measured a second time, is "0 again".
- */
-export const delayLabel = (delay) => {
-  if (delay === 'auto') return 'auto';
-  if (delay === CONTROL) return '0 again';
-  if (delay === 0) return '0';
-  return delay % 1000 === 0 ? `${delay / 1000}ms` : `${delay}us`;
 };
 
 /** Per-round ratios as the summaries list them: 0.97, 1.02, 0.95. */
 const ratioList = (values) => values.map((value) => fixed(value, 2)).join(', ');
-
-/** The rows ahead auto's admission allowed after a level. */
-const admissionLimit = (line) => (line.admissionLimitRows === null ? 'none' : `${line.admissionLimitRows} rows ahead`);
-
-export const adaptive = {
-  header(result) {
-    const { settings } = result;
-    const top = settings.concurrency.at(-1);
-    return [
-      ...environmentLines(result),
-      settings.pinned
-        ? 'servers pinned to CPU 0, client to CPU 1 (taskset)'
-        : 'taskset not found: servers and client share the CPUs',
-      `fixed delays ${settings.staticDelaysUs.map(delayLabel).join(', ')} and auto (max_latency ${settings.maxLatencyMs} ms), ` +
-        'and delay 0 a second time ("0 again", the control), one fresh server per model each round, switched between them live as `bench --delays` does, intra_op_threads 1',
-      `closed loop at concurrency ${settings.concurrency.join(', ')}, then Poisson arrivals at ` +
-        `${settings.rateShare * 100}% of the best fixed delay's throughput at concurrency ${top} in the same round; ` +
-        `${settings.warmupMs} ms warm-up then ${settings.windows} × ${settings.windowMs} ms per measurement; ` +
-        `${settings.rounds} round${settings.rounds === 1 ? '' : 's'} on fresh servers (every level once at 0 and 10ms first, unmeasured), each level opened by one unmeasured run of its first configuration, then ` +
-        `each level on every configuration ${settings.slices} time${settings.slices === 1 ? '' : 's'} interleaved ` +
-        "(in the order, reversed, reversed, as at first; auto leads it in odd rounds and ends it in even ones), the mean of its slices per configuration (p99: of all its slices' requests pooled); " +
-        'ratios within a round, each against the fixed delay with the best median of the other rounds (chosen on other figures than it is compared on), medians over rounds',
-    ].join('\n');
-  },
-  round(round, model) {
-    const configs = [
-      ...round.order
-        .filter((delay) => delay !== 'auto' && delay !== CONTROL)
-        .map(Number)
-        .sort((a, b) => a - b),
-      CONTROL,
-      'auto',
-    ];
-    const levels = [...new Set(round.points.map((point) => point.level))];
-    const pair = (a, b, digits) => `${fixed(a, digits)} / ${fixed(b, digits)}`;
-    const rows = levels.map((level) => {
-      const of = (delay) => round.points.find((point) => point.level === level && point.delay === delay);
-      const [auto, zero] = [of('auto'), of(0)];
-      return (
-        `  ${level.padEnd(7)}${configs.map((delay) => fixed(of(delay).throughput, 0).padStart(8)).join('')}` +
-        `${pair(auto.p50Ms, zero.p50Ms, 2).padStart(17)}${pair(auto.p99Ms, zero.p99Ms, 1).padStart(17)}` +
-        `${pair(auto.averageBatch, zero.averageBatch, 2).padStart(15)}`
-      );
-    });
-    return [
-      `\n${model.label}, round ${round.round}: req/s by max_queue_delay (open loop "rate": ${round.rate}/s)`,
-      `  ${'level'.padEnd(7)}${configs.map((delay) => delayLabel(delay).padStart(8)).join('')}` +
-        '  p50 ms auto / 0  p99 ms auto / 0  batch auto / 0',
-      ...rows,
-    ].join('\n');
-  },
-  simulated(model) {
-    const { simulated, inProcess } = model;
-    const configs = [...new Set(simulated.points.map((point) => point.delay))];
-    const levels = [...new Set(simulated.points.map((point) => point.level))];
-    const rows = levels.map((level) => {
-      const here = simulated.points.filter((point) => point.level === level);
-      const auto = here.find((point) => point.delay === 'auto');
-      const best = Math.max(...here.filter((point) => point.delay !== 'auto').map((point) => point.throughput));
-      const fit = auto.fitTrusted ? 'fit trusted' : `fit not trusted: ${auto.fitReason}`;
-      return (
-        `  ${level.padEnd(7)}${here.map((point) => fixed(point.throughput, 0).padStart(8)).join('')}` +
-        `${fixed(auto.throughput / best, 3).padStart(11)}  sizes ${auto.batchSizes.join(', ')} (${fit})`
-      );
-    });
-    return [
-      `\n${model.label} on a simulated clock: the Batcher alone, one instance whose pass takes exactly ` +
-        `${fixed(inProcess.c, 2)} + ${fixed(inProcess.m, 3)}·B ms (auto seeded with it as at load), clients that send ` +
-        `again ${simulated.roundTripMs} ms after an answer${simulated.rate ? `, then Poisson arrivals at ${simulated.rate}/s` : ''}, ` +
-        `${simulated.seconds} s (req/s)`,
-      `  ${'level'.padEnd(7)}${configs.map((delay) => delayLabel(delay).padStart(8)).join('')}  auto÷best  auto's batches`,
-      ...rows,
-    ].join('\n');
-  },
-  summary(model, maxLatencyMs) {
-    const { inProcess } = model;
-    const verdict = (key) => {
-      const { aim, met } = model.verdicts.find((each) => each.key === key);
-      return `aim ${aim}: ${metOrMissed(met)}`;
-    };
-    const ceiling = inProcess.ceiling === null ? 'no ceiling' : `1 + c/m = ${fixed(inProcess.ceiling, 1)}×`;
-    const lastRound = model.rounds.at(-1);
-    const learnt = lastRound.points
-      .filter((point) => point.learnt)
-      .map(({ level, learnt: line }) => {
-        const state = line.trusted ? 'trusted' : `not trusted (${line.notTrustedBecause})`;
-        return (
-          `  auto's line after ${level} (round ${lastRound.round}): ` +
-          `c = ${fixed(line.fixedCostMs, 2)} ms, m = ${fixed(line.rowCostMs, 3)} ms, R² ${fixed(line.r2, 2)}, ` +
-          `${line.batchSizesSeen} batch sizes, ${state}, last wait ${fixed(line.lastWaitMs, 2)} ms` +
-          `, admission limit ${admissionLimit(line)}`
-        );
-      });
-    return [
-      `\n${model.label} (max_batch_size ${model.maxBatchSize}; in process c = ${fixed(inProcess.c, 2)} ms, ` +
-        `m = ${fixed(inProcess.m, 3)} ms, ${ceiling}):`,
-      ...model.perLevel.map(
-        ({
-          level,
-          bestStaticDelayUs,
-          bestElsewhereUs,
-          batches,
-          throughputRatio,
-          throughputRatios,
-          autoP99Ms,
-          autoRefused,
-          autoInFlight,
-          zeroP99Ms,
-        }) =>
-          `  ${level.padEnd(6)} auto ÷ best fixed delay (${delayLabel(bestStaticDelayUs)}) ${fixed(throughputRatio, 3)} ` +
-          `(rounds ${ratioList(throughputRatios)} against ${bestElsewhereUs.map(delayLabel).join(', ')}, each the best of the other rounds; ` +
-          `${verdict(`throughput ${level}`)}); batch auto ${fixed(batches.auto, 1)}, 0 ${fixed(batches.zero, 1)}, ` +
-          `best ${fixed(batches.best, 1)}; auto p99 ${fixed(autoP99Ms, 1)} ms (${verdict(`p99 ${level}`)}; ` +
-          `delay 0: ${fixed(zeroP99Ms, 1)} ms); auto refused ${fixed(100 * autoRefused, 1)} %, ` +
-          `${fixed(autoInFlight, 1)} requests in flight (Little's law)`,
-      ),
-      `  auto p50 ÷ delay-0 p50 at c=1: ${fixed(model.p50Ratio, 3)} (rounds ${ratioList(model.p50Ratios)}; ` +
-        `${verdict('p50 c=1')})`,
-      ...this.control(model),
-      `  noise: at ${model.noise.level}, where every configuration forms the same full batches, throughput ranged ` +
-        `${fixed(model.noise.throughput[0], 0)}–${fixed(model.noise.throughput[1], 0)} req/s and compute ` +
-        `${fixed(model.noise.computeMs[0], 2)}–${fixed(model.noise.computeMs[1], 2)} ms a request over the configurations and rounds`,
-      this.budget(model, maxLatencyMs),
-      ...learnt,
-    ].join('\n');
-  },
-  /**
-   * The yardstick: delay 0 measured twice in every slice, the second's throughput (and p50 at
-   * concurrency 1) over the first's, per level and round.
-   */
-  control(model) {
-    const spread = (values) => `${fixed(Math.min(...values), 2)}–${fixed(Math.max(...values), 2)}`;
-    const all = model.perLevel.flatMap(({ controlRatios }) => controlRatios);
-    return [
-      `  delay 0 against itself ("0 again" ÷ 0, the same configuration twice in every slice): throughput ` +
-        model.perLevel.map(({ level, controlRatios }) => `${level} ${ratioList(controlRatios)}`).join('; ') +
-        `; p50 at c=1 ${ratioList(model.controlP50Ratios)}. Over all levels and rounds ${spread(all)}: ` +
-        `${all.filter((ratio) => ratio < model.aims.throughputRatio).length} of ${all.length} below the aim's ${model.aims.throughputRatio}`,
-    ];
-  },
-  /**
-   * Where the aims can be met together: per level, the rounds in which some fixed delay's p99
-   * held max_latency, and auto's throughput over the best such delay's there. Where none did,
-   * holding the budget meant answering less than they did, so the throughput aim and the p99
-   * aim pull apart (benchmarks/adaptive-feasibility.js asks how far on a simulated core).
-   */
-  budget(model, maxLatencyMs) {
-    const levels = [...new Set(model.rounds[0].points.map((point) => point.level))];
-    const parts = levels.map((level) => {
-      const ratios = [];
-      let autoWithin = 0;
-      for (const round of model.rounds) {
-        const here = round.points.filter((point) => point.level === level);
-        const auto = here.find((point) => point.delay === 'auto');
-        const held = here.filter((point) => typeof point.delay === 'number' && point.p99Ms <= maxLatencyMs);
-        if (held.length === 0) {
-          if (auto.p99Ms <= maxLatencyMs) autoWithin += 1;
-          continue;
-        }
-        ratios.push(auto.throughput / Math.max(...held.map((point) => point.throughput)));
-      }
-      const none = model.rounds.length - ratios.length;
-      return (
-        `${level} ${ratios.length} of ${model.rounds.length}` +
-        (ratios.length > 0 ? ` (${ratioList(ratios)})` : '') +
-        (none > 0 ? ` (auto held it in ${autoWithin} of the ${none} where none did)` : '')
-      );
-    });
-    return (
-      `  rounds in which a fixed delay's p99 held max_latency ${maxLatencyMs} ms (auto ÷ the best such delay there): ` +
-      parts.join('; ')
-    );
-  },
-  render(result) {
-    const parts = [this.header(result)];
-    for (const model of result.models) {
-      parts.push(
-        ...model.rounds.map((round) => this.round(round, model)),
-        this.simulated(model),
-        this.summary(model, result.settings.maxLatencyMs),
-      );
-    }
-    return parts.join('\n');
-  },
-};
 
 export const ocrPipeline = {
   render(result) {
@@ -455,10 +260,59 @@ export const ocrPipeline = {
   },
 };
 
+export const accelerator = {
+  header(result) {
+    const { settings } = result;
+    return [
+      ...environmentLines(result),
+      settings.pinned
+        ? 'server pinned to CPU 0 (taskset -c 0), client (this process) on CPU 1'
+        : 'not pinned (taskset missing or a single CPU): figures include CPU contention with the server',
+      settings.keepAwake
+        ? 'keep-awake: a nice-19 busy loop ran on each core while K = 1 and the floor were measured, so no vCPU halted between requests'
+        : 'no keep-awake loops: low-load latency includes vCPU wake-ups (about 1 ms here)',
+      `device sim: T(B) = ${settings.cost.cMs} + ${settings.cost.mMs}·B ms, max_batch_size ${settings.maxBatchSize}, ` +
+        `[1, 16] FP32 v2 JSON bodies, closed loop of K clients; auto with max_latency ${settings.maxLatencyMs} ms`,
+      `each figure: ${settings.slices * 2} slices of ${settings.windows} × ${settings.windowMs} ms (A B B A), served ÷ the limit the device allows`,
+      '',
+    ].join('\n');
+  },
+  level(points) {
+    const [{ instances, concurrency, limit }] = points;
+    const cells = points.map(
+      (p) =>
+        `${p.policy === '2000' ? '2ms' : p.policy} ${fixed(p.ratio, 2)} (B ${fixed(p.averageBatch, 1)}, p50 ${fixed(p.p50Ms, 2)}, p99 ${fixed(p.p99Ms, 1)}${p.busyShare === null ? '' : `, busy ${fixed(p.busyShare, 2)}`}${p.refused > 0 ? `, ${p.refused} × 503` : ''})`,
+    );
+    return `${instances}× K=${String(concurrency).padEnd(3)} limit ${fixed(limit, 0).padStart(4)}/s  ${cells.join('  ')}`;
+  },
+  summary(result) {
+    const floorAdded = result.floor.p50Ms - (result.settings.cost.cMs + result.settings.cost.mMs);
+    // The met aims only as a count: the table above shows each figure they judged.
+    const missed = result.verdicts.filter(({ met }) => !met);
+    return [
+      '',
+      `floor (bare node:http waiting T(1)) at K=1: p50 ${fixed(result.floor.p50Ms, 2)} ms, adds ${fixed(floorAdded, 2)} ms`,
+      `aims met: ${result.verdicts.filter(({ met }) => met).length} of ${result.verdicts.length}` +
+        (missed.length === 0 ? '' : '; missed:'),
+      ...missed.map(({ label }) => `MISSED ${label}`),
+    ].join('\n');
+  },
+  render(result) {
+    const byLevel = new Map();
+    for (const point of result.points) {
+      const key = `${point.instances}:${point.concurrency}`;
+      byLevel.set(key, [...(byLevel.get(key) ?? []), point]);
+    }
+    return [this.header(result), ...[...byLevel.values()].map((level) => this.level(level)), this.summary(result)].join(
+      '\n',
+    );
+  },
+};
+
 /** Each results/<name>.json's renderer, by name: the names the docs' markers use. */
 export const renderers = {
   'ocr-pipeline': (result) => ocrPipeline.render(result),
-  adaptive: (result) => adaptive.render(result),
+  accelerator: (result) => accelerator.render(result),
   'client-throughput': (result) => clientThroughput.render(result),
   'event-loop-stall': (result) => eventLoopStall.render(result),
   'served-vs-in-process': (result) => servedVsInProcess.render(result),
@@ -550,6 +404,6 @@ export const servingHeap = {
     ].join('\n');
   },
   render(result) {
-    return [this.header(result), ...result.rounds.map((round) => this.round(round)), this.summary(result)].join('\n');
+    return [this.header(result).trimEnd(), this.summary(result)].join('\n');
   },
 };

@@ -61,3 +61,13 @@ batchserve bench "$out/orientation.mar" --in-process --batch-sizes 1,8 --delays 
   --window 1s --warmup 500ms --duration 8s --stability 20% --slo-p99 50ms \
   --json "$out/bench.json" --html "$out/bench.html"
 echo "open $out/bench.html for the charts"
+echo
+echo "== bench the simulated accelerator (T(B) = 4 + 0.25·B ms of wall time, no CPU: what a GPU gives batching)"
+node benchmarks/identity-model.js "$out/sim.onnx"
+printf 'max_batch_size: 32\ninstances: [{count: 1, device: sim}]\nsimulated_device: {fixed_cost: 4ms, row_cost: 250us}\n' >"$out/sim.yaml"
+batchserve model-archive pack --model-name sim --serialized-file "$out/sim.onnx" --config-file "$out/sim.yaml" \
+  --export-path "$out" --force
+batchserve bench "$out/sim.mar" --in-process --batch-sizes 1,32 --delays 0,auto --concurrency 1,32,64 \
+  --window 500ms --warmup 300ms --duration 3s --stability 20% \
+  --json "$out/bench-sim.json" --html "$out/bench-sim.html"
+echo "the demo model's ceiling is about 1.1×; the simulated accelerator's is 1 + c/m = 17×"

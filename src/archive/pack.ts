@@ -160,7 +160,7 @@ export async function packArchive(options: PackOptions): Promise<PackResult> {
 }
 
 /**
- * A pipeline (README, "Pipelines"): the completed config and the step files packed with
+ * A pipeline (docs/pipelines.md): the completed config and the step files packed with
  * --extra-files, no model. The step modules are imported, so a missing file or export fails
  * here; the models the steps name can only be checked when the pipeline loads.
  */

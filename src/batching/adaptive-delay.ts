@@ -1,4 +1,16 @@
-import { batchingGainsLittle, type CostFit } from './cost-fit.js';
+import type { CostFit } from './cost-fit.js';
+
+/**
+ * The share of `max_latency` auto plans its waits for: the rest is for what follows the
+ * batcher's answer (encoding and writing it) and what precedes the server's reading the
+ * request, which the clients' own latency holds and the batcher never sees.
+ */
+const PLANNED_SHARE = 0.8;
+
+/** The part of `max_latency` (µs) auto plans its waits to end within, ms (to the µs). */
+export function plannedMs(maxLatencyUs: number): number {
+  return Math.round(PLANNED_SHARE * maxLatencyUs) / 1000;
+}
 
 /** What the adaptive policy knows when an instance is free and rows are queued. */
 export interface WaitQuestion {
@@ -14,11 +26,6 @@ export interface WaitQuestion {
   /** Rows answered a moment ago whose clients are expected back (a closed loop), and in how long, ms. */
   readonly returningRows: number;
   readonly returningInMs: number;
-  /**
-   * The share of a wait the instance's CPU would sit unused (core-share.ts): 1 with a core of
-   * its own; on a core shared with the server's HTTP work, 1 − that core's utilisation.
-   */
-  readonly idleShare: number;
   /** Latency budget: the oldest request's expected completion may not pass it, ms. */
   readonly maxLatencyMs: number;
   readonly fit: CostFit;
@@ -41,17 +48,6 @@ export interface WaitQuestion {
  *    due within Δ. Left behind they are all that is coming, so they run as a batch of their own:
  *        (Δ + T(q + k))/(q + k) < (T(q) + T(k))/(q + k)   ⇔   Δ < c,
  *    m cancelling since every row costs m either way. k = min(rows owed, room in the batch).
- *    On a core the instance shares with the server's HTTP work, the wait idles only the share
- *    s of it the core leaves unused — the rest goes to reading the very rows waited for, work
- *    the core must do anyway and would otherwise take from the batch — so the test is s·Δ < c:
- *    on a busy shared core it waits for them as long as the budget allows. (The stream's rule
- *    keeps s = 1: its next rows are a guess, and at low load, where the core has room, a
- *    wrong guess costs latency.) Only where batching pays more than 2× (c > m), though: below
- *    that the fixed cost a wait can save is less than one row's, while the wait delays every
- *    queued row by its whole length, so the test stays Δ < c. (The demo's line, c hovering
- *    around 0 and trusted whenever it came out above 0, waited on a busy core at 4 in flight
- *    with the discount: alternating runs, 254 req/s on average against 267 without it and 282
- *    at delay 0, three rounds of two each.)
  *  - The stream (arrival-rate.ts): left behind, the next row joins the next batch, which forms
  *    while this one runs and costs about what this one does a row, T(q)/q. Waiting Δ = k·gap
  *    for k rows pays when
@@ -76,10 +72,7 @@ export function adaptiveWaitMs(question: WaitQuestion): number {
     oldestWaitMs + waitMs + question.pace * (c + m * (q + k)) <= maxLatencyMs;
   const returning = Math.min(question.returningRows, maxBatchSize - q);
   const returningInMs = question.returningInMs;
-  // The idle share discounts the wait only where batching pays more than 2× (c > m): below that
-  // the fixed cost a wait can save is less than one row's, while it delays every queued row.
-  const idleShare = batchingGainsLittle(fit) ? 1 : question.idleShare;
-  if (returning > 0 && idleShare * returningInMs < c && inBudget(returning, returningInMs)) {
+  if (returning > 0 && returningInMs < c && inBudget(returning, returningInMs)) {
     return Math.max(MIN_WAIT_MS, returningInMs);
   }
   const { gapMs } = question;

@@ -5,17 +5,15 @@ import {
   QueueTimeoutError,
   RequestCancelledError,
 } from '../core/errors.js';
+import { batchAnswered, batchDispatched, requestQueued, traceNow } from '../core/trace-channels.js';
 import { FixedQueue } from './fixed-queue.js';
 import { realClock, type Clock } from './clock.js';
 import type { BatchRunner } from './batch-runner.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
-import { adaptiveWaitMs } from './adaptive-delay.js';
+import { adaptiveWaitMs, plannedMs } from './adaptive-delay.js';
 import { ArrivalRate } from './arrival-rate.js';
-import { batchingGainsLittle, OnlineCostFit, type CostFit } from './cost-fit.js';
-import { AdmissionLimit, plannedMs } from './admission-limit.js';
-import { TailCap } from './tail-cap.js';
+import { OnlineCostFit, type CostFit } from './cost-fit.js';
 import { batchMsOn, expectedCompletion, predictsCost } from './expected-completion.js';
-import { processCoreShare, type CoreShare } from './core-share.js';
 import { Pace } from './pace.js';
 import { ReturningRows } from './returning-rows.js';
 
@@ -161,24 +159,22 @@ export class Batcher {
   #reservedRows = 0;
   #running = 0;
   #runningRows = 0;
+  /** Batches sent to each busy runner and not answered yet: 1, or 2 where it queues (BatchRunner.queuesBatches). */
+  readonly #inFlight = new Map<BatchRunner, number>();
+  /** When each runner last answered a batch: a batch queued behind another starts then, not when it was sent. */
+  readonly #answeredAt = new Map<BatchRunner, number>();
+  /**
+   * How long a batch sent to a free instance takes to start there, ms (the thread hop; an
+   * average over about 8 batches): a batch for an instance about to free is sent that much
+   * before it frees, so it starts the moment it does.
+   */
+  #handoverMs = 0;
   /** When each busy instance is expected to be free (adaptive, with a line that predicts): the budget check's start. */
   readonly #expectedFreeAt = new Map<BatchRunner, number>();
   /** #freeInNow's array: expectedCompletion works on it in place. */
   readonly #freeInScratch: number[] = [];
   /** The shape that last ran: whose line judges a request still reading its body. */
   #lastLearning: ShapeLearning | undefined;
-  /** Adaptive: the rows a request may have ahead of it, learnt from how long admitted ones took. */
-  #limit: AdmissionLimit | undefined;
-  /** Adaptive: the same, learnt from the p99 of answered requests; the tighter of the two binds. */
-  #tailCap: TailCap | undefined;
-  /** The max_latency (µs) the limit and the cap were learnt for. */
-  #limitForUs = Number.NaN;
-  /**
-   * What a queued row costs the queue now, ms: recent batches' dispatch-to-answer time a row,
-   * over the instances (an average over about 8 batches). Measured, not predicted: the limit
-   * needs it where the line is wrong.
-   */
-  #rowMs = Number.NaN;
   #wakeTimer: unknown;
   #wakeAt = Infinity;
   #drainWaiters: (() => void)[] = [];
@@ -191,20 +187,16 @@ export class Batcher {
   #flushing = false;
   readonly #observer: BatcherObserver;
   readonly #clock: Clock;
-  readonly #core: CoreShare;
 
   constructor(
     runners: readonly BatchRunner[],
     policy: BatchingPolicy,
     observer: BatcherObserver = {},
     clock: Clock = realClock,
-    core: CoreShare = processCoreShare(),
   ) {
     this.#observer = observer;
     this.#clock = clock;
-    this.#core = core;
     this.#policy = policy;
-    this.#keepLimitFor(policy);
     this.#runners = [...runners];
     this.#idle = [...runners];
     this.#queuedRowsAtLevel = new Int32Array(policy.priorityLevels);
@@ -225,11 +217,6 @@ export class Batcher {
 
   get batchingPolicy(): BatchingPolicy {
     return this.#policy;
-  }
-
-  /** `max_queue_delay: auto`: the most rows a request may have ahead of it (admission-limit.ts, tail-cap.ts); Infinity while unlimited. */
-  get admissionLimitRows(): number {
-    return Math.min(this.#limit?.rows ?? Infinity, this.#tailCap?.rows ?? Infinity);
   }
 
   /**
@@ -311,6 +298,7 @@ export class Batcher {
         pending.detach = () => options.signal?.removeEventListener('abort', onAbort);
       }
       group.levels[level - 1]?.push(pending);
+      if (requestQueued.hasSubscribers) requestQueued.publish({ rows: options.rows, at: traceNow() });
       group.rows += options.rows;
       this.#queuedRows += options.rows;
       (this.#queuedRowsAtLevel[level - 1] as number) += options.rows;
@@ -324,7 +312,6 @@ export class Batcher {
     if (policy.priorityLevels !== this.#policy.priorityLevels) {
       throw new Error('priority levels cannot change on a live batcher');
     }
-    this.#keepLimitFor(policy);
     this.#policy = policy;
     this.#schedule();
   }
@@ -419,18 +406,15 @@ export class Batcher {
   }
 
   /**
-   * `max_queue_delay: auto` keeps its budget under load too, by refusing now a request that
-   * would otherwise queue past it. Two checks: what the line predicts — the rows queued and
-   * reserved ahead of it, then its own, in batches on the instances as they free, at the learnt
-   * T(B) scaled by how long recent batches held their instance against it
-   * (expected-completion.ts, `ShapeLearning.pace`), counted from the request's reservation when
-   * it had one (`spentMs`: its body's read and decode) — must end within `max_latency`; and the
-   * rows ahead, running ones too, must be within the admission limit learnt from how long
-   * admitted requests took (admission-limit.ts), for what the line cannot see. A request that
-   * would run at once is never refused, nor one the line cannot predict before the limit has
-   * learnt anything. A request queues behind the rows of its own priority level and those before
-   * it (`level`; a reservation, whose priority is not read yet, behind all of them), and behind
-   * every reservation. Returns the rows ahead of it, or the refusal.
+   * `max_queue_delay: auto` refuses a request now (503 BS_ERR_LATENCY_BUDGET) only when it
+   * cannot be answered in time: the rows queued and reserved ahead of it, then its own, in
+   * batches on the instances as they free, at the learnt T(B) scaled by how long recent
+   * batches held their instance against it (expected-completion.ts, `ShapeLearning.pace`),
+   * counted from the request's reservation when it had one (`spentMs`: its body's read and
+   * decode), would end past `max_latency`. A request that would run at once is never refused,
+   * nor one the line cannot predict. It queues behind the rows of its own priority level and
+   * those before it (`level`; a reservation, whose priority is not read yet, behind all of
+   * them), and behind every reservation. Returns the rows ahead of it, or the refusal.
    */
   #admit(
     learning: ShapeLearning | undefined,
@@ -439,42 +423,26 @@ export class Batcher {
     level = this.#policy.priorityLevels,
   ): number | LatencyBudgetError {
     const { adaptive, maxBatchSize } = this.#policy;
-    const limit = this.#limit;
-    const tailCap = this.#tailCap;
-    if (adaptive === undefined || limit === undefined || tailCap === undefined || this.#flushing) return 0;
+    if (adaptive === undefined || this.#flushing) return 0;
     let queuedAhead = this.#reservedRows;
     for (let index = 0; index < level; index++) queuedAhead += this.#queuedRowsAtLevel[index] as number;
     const ahead = queuedAhead + this.#runningRows;
     // One that would run at once is as early as it can be: refusing it would help nobody.
     if (queuedAhead === 0 && this.#idle.length > 0) return ahead;
-    if (!limit.admits(ahead, rows)) {
-      return this.#refusal(
-        `${ahead} rows ahead, more than the ${limit.rows} recent answers allow within max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
-        queuedAhead,
-      );
-    }
-    if (!tailCap.admits(ahead, rows)) {
-      return this.#refusal(
-        `${ahead} rows ahead and ${rows} of its own, more than the ${tailCap.rows} that keep recent answers' p99 within max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
-        queuedAhead,
-      );
-    }
     const line = learning?.fit.current();
     if (learning === undefined || line === undefined || !predictsCost(line)) return ahead;
-    const now = this.#clock.now();
-    // The limit's target is the planned share of max_latency (#keepLimitFor).
-    const budgetMs = limit.targetMs - spentMs;
+    const budgetMs = adaptive.maxLatencyUs / 1000 - spentMs;
     const endMs = expectedCompletion({
       rowsThrough: queuedAhead + rows,
       maxBatchSize,
-      freeInMs: this.#freeInNow(now),
+      freeInMs: this.#freeInNow(this.#clock.now()),
       fit: line,
       pace: learning.pace.value,
       limitMs: budgetMs,
     });
     if (endMs <= budgetMs) return ahead;
     return this.#refusal(
-      `expected to finish in ${ms(spentMs + endMs)} ms, past the ${ms(limit.targetMs)} ms planned of max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
+      `expected to finish in ${ms(spentMs + endMs)} ms, past max_latency ${ms(adaptive.maxLatencyUs / 1000)} ms`,
       queuedAhead,
     );
   }
@@ -492,17 +460,6 @@ export class Batcher {
     return new LatencyBudgetError(
       `${why} (${queuedAhead} rows queued ahead on ${instances} instance${instances === 1 ? '' : 's'}); try again shortly`,
     );
-  }
-
-  /**
-   * A limit for the policy's max_latency, new when that changes; it outlives switches to a fixed
-   * delay and back (bench's sweeps make them), as the cost line does.
-   */
-  #keepLimitFor(policy: BatchingPolicy): void {
-    if (policy.adaptive === undefined || policy.adaptive.maxLatencyUs === this.#limitForUs) return;
-    this.#limit = new AdmissionLimit(plannedMs(policy.adaptive.maxLatencyUs));
-    this.#tailCap = new TailCap(policy.adaptive.maxLatencyUs);
-    this.#limitForUs = policy.adaptive.maxLatencyUs;
   }
 
   #dropQueued(pending: Pending, reason: Error): void {
@@ -552,7 +509,48 @@ export class Batcher {
         return;
       }
     }
-    this.#armWakeTimer(this.#idle.length > 0 ? nextWake : Infinity);
+    if (this.#idle.length === 0) nextWake = Math.min(nextWake, this.#queueAhead(groups, now));
+    this.#armWakeTimer(nextWake);
+  }
+
+  /**
+   * With every instance busy, an instance that queues (BatchRunner.queuesBatches) and runs
+   * just one batch gets the next one before it frees, so it starts the moment the running one
+   * ends and the instance never waits for this thread between batches, however busy answering
+   * the last one keeps it: a full batch (max_batch_size, or a preferred size, reached: waiting
+   * could not make it fuller) at once; any other once the instance is expected to free within
+   * two hand-overs (its cost line's T(B), `#handoverMs`), formed by the policy as if it had
+   * freed. One batch per instance, so nothing waits behind another for long. Returns when to
+   * look again for an instance about to free, or Infinity.
+   */
+  #queueAhead(groups: readonly { key: string; group: ShapeGroup; oldest: number }[], now: number): number {
+    let nextWake = Infinity;
+    for (const runner of this.#runners) {
+      if (!runner.queuesBatches || this.#inFlight.get(runner) !== 1) continue;
+      const sendAt = (this.#expectedFreeAt.get(runner) ?? Infinity) - 2 * this.#handoverMs;
+      for (const { key, group, oldest } of groups) {
+        if (group.rows === 0) continue;
+        let target = this.#fullBatchRows(group);
+        if (target === 0 && now >= sendAt) target = this.#readyBatchRows(group, now - oldest, now, 1);
+        if (target === 0) continue;
+        this.#dispatch(runner, this.#takeBatch(group, target));
+        if (group.rows === 0) this.#groups.delete(key);
+        break;
+      }
+      if (this.#inFlight.get(runner) === 1 && sendAt > now) nextWake = Math.min(nextWake, sendAt);
+    }
+    return nextWake;
+  }
+
+  /** The rows of a batch waiting cannot make fuller (max_batch_size, or the largest preferred size reached), or 0. */
+  #fullBatchRows(group: ShapeGroup): number {
+    const { maxBatchSize, preferredBatchSizes } = this.#policy;
+    if (group.rows === 0) return 0;
+    if (maxBatchSize === 0) return 1;
+    if (group.rows >= maxBatchSize || this.#flushing) return Math.min(group.rows, maxBatchSize);
+    let preferred = 0;
+    for (const size of preferredBatchSizes) if (size <= group.rows && size > preferred) preferred = size;
+    return preferred;
   }
 
   /**
@@ -560,7 +558,7 @@ export class Batcher {
    * size reached, else everything that fits once the oldest request's delay has run out (or,
    * adaptive, once waiting for the next row no longer pays).
    */
-  #readyBatchRows(group: ShapeGroup, oldestWaitMs: number, now: number): number {
+  #readyBatchRows(group: ShapeGroup, oldestWaitMs: number, now: number, freeInstances = this.#idle.length): number {
     const { maxBatchSize, preferredBatchSizes, maxQueueDelayUs, adaptive } = this.#policy;
     const queuedRows = group.rows;
     if (maxBatchSize === 0) return 1;
@@ -574,12 +572,11 @@ export class Batcher {
     learning.waitMs = adaptiveWaitMs({
       queuedRows,
       maxBatchSize,
-      freeInstances: this.#idle.length,
+      freeInstances,
       oldestWaitMs,
       gapMs: learning.arrivals.expectedGapMs(now),
       returningRows: learning.returning.owedRows(now),
       returningInMs: learning.returning.dueInMs(now),
-      idleShare: this.#core.idleShare(),
       maxLatencyMs: plannedMs(adaptive.maxLatencyUs),
       fit: learning.fit.current(),
       pace: learning.pace.value,
@@ -624,64 +621,107 @@ export class Batcher {
       pending.state = 'running';
       rows += pending.rows;
     }
-    if (this.#policy.adaptive) {
-      const learning = (batch[0] as Pending).group.learning;
-      this.#lastLearning = learning;
-      const fit = learning.fit.current();
-      if (predictsCost(fit)) {
-        this.#expectedFreeAt.set(runner, dispatchedAt + learning.pace.value * batchMsOn(fit, rows));
-      }
+    const learning = (batch[0] as Pending).group.learning;
+    if (this.#policy.adaptive) this.#lastLearning = learning;
+    const fit = learning.fit.current();
+    if (predictsCost(fit)) {
+      // Queued behind a running batch, it frees the instance that much later.
+      const from = Math.max(dispatchedAt, this.#expectedFreeAt.get(runner) ?? dispatchedAt);
+      this.#expectedFreeAt.set(runner, from + learning.pace.value * batchMsOn(fit, rows));
     }
+    const sentAt = traceNow();
     this.#running += 1;
+    const toFree = !this.#inFlight.has(runner);
+    if (batchDispatched.hasSubscribers) {
+      batchDispatched.publish({ instance: runner.id, rows, at: sentAt, queuedBehind: !toFree });
+    }
+    this.#inFlight.set(runner, (this.#inFlight.get(runner) ?? 0) + 1);
     this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
-    void this.#execute(runner, batch, dispatchedAt).finally(() => {
-      this.#running -= 1;
-      this.#expectedFreeAt.delete(runner);
-      for (const pending of batch) this.#runningRows -= pending.rows;
-      this.#observer.pendingChanged?.(this.#queuedRows + this.#runningRows);
-      if (this.#runners.includes(runner)) this.#idle.push(runner);
-      this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
-      this.#notifyIfDrained();
-      this.#schedule();
-    });
+    void this.#execute(runner, batch, dispatchedAt, rows, toFree ? sentAt : undefined).finally(() =>
+      this.#notifyIfDrained(),
+    );
   }
 
-  async #execute(runner: BatchRunner, batch: readonly Pending[], dispatchedAt: number): Promise<void> {
-    const rows = batch.reduce((total, pending) => total + pending.rows, 0);
+  /**
+   * A batch's instance is done with it: its rows leave the running count and, when nothing else
+   * is queued on it, the instance is free. Called before the batch's requests are answered, so
+   * the next batch is on its way to the instance while this thread writes those answers.
+   */
+  #free(runner: BatchRunner, rows: number): void {
+    this.#running -= 1;
+    this.#runningRows -= rows;
+    this.#answeredAt.set(runner, this.#clock.now());
+    const left = (this.#inFlight.get(runner) ?? 1) - 1;
+    if (left > 0) this.#inFlight.set(runner, left);
+    else {
+      this.#inFlight.delete(runner);
+      this.#expectedFreeAt.delete(runner);
+      if (this.#runners.includes(runner)) this.#idle.push(runner);
+    }
+    this.#observer.pendingChanged?.(this.#queuedRows + this.#runningRows);
+    this.#observer.busyChanged?.(this.busyInstances, this.#runners.length);
+    this.#schedule();
+  }
+
+  /** `sentAt` (trace-channels.ts's clock): when the batch left for an instance that was free, to learn the hand-over. */
+  async #execute(
+    runner: BatchRunner,
+    batch: readonly Pending[],
+    dispatchedAt: number,
+    rows: number,
+    sentAt: number | undefined,
+  ): Promise<void> {
+    let result;
     try {
-      const { responses, timings } = await runner.run(batch.map((pending) => pending.request));
-      const roundTripMs = this.#clock.now() - dispatchedAt;
-      this.#learnCost((batch[0] as Pending).group.learning, rows, batchCostMs(timings, roundTripMs), roundTripMs);
-      const rowMs = roundTripMs / rows / this.#runners.length;
-      this.#rowMs = Number.isNaN(this.#rowMs) ? rowMs : this.#rowMs + (rowMs - this.#rowMs) / 8;
-      this.#observer.batchExecuted?.(rows, timings, runner.id);
-      batch.forEach((pending, index) =>
+      result = await runner.run(batch.map((pending) => pending.request));
+    } catch (error) {
+      await this.#runAlone(runner, batch, error, dispatchedAt);
+      this.#free(runner, rows);
+      return;
+    }
+    const now = this.#clock.now();
+    // How long the batch held its instance: from when it could start there, behind any batch before it.
+    const roundTripMs = now - Math.max(dispatchedAt, this.#answeredAt.get(runner) ?? dispatchedAt);
+    const { responses, timings } = result;
+    if (sentAt !== undefined && timings.startedAt !== undefined) {
+      const handover = Math.max(0, timings.startedAt - sentAt);
+      this.#handoverMs += (handover - this.#handoverMs) / 8;
+    }
+    this.#learnCost((batch[0] as Pending).group.learning, rows, batchCostMs(timings, roundTripMs), roundTripMs);
+    this.#observer.batchExecuted?.(rows, timings, runner.id);
+    if (batchAnswered.hasSubscribers) {
+      const computeMs = (timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e6;
+      batchAnswered.publish({ instance: runner.id, rows, at: traceNow(), startedAt: timings.startedAt, computeMs });
+    }
+    this.#free(runner, rows);
+    batch.forEach((pending, index) =>
+      this.#finish(
+        pending,
+        { response: responses[index], timings, batchRows: rows, instanceId: runner.id },
+        dispatchedAt,
+      ),
+    );
+  }
+
+  /** One bad request must not fail its batch-mates: each runs alone, so only it fails. */
+  async #runAlone(runner: BatchRunner, batch: readonly Pending[], error: unknown, dispatchedAt: number): Promise<void> {
+    if (batch.length === 1) {
+      (batch[0] as Pending).state = 'done';
+      (batch[0] as Pending).reject(error);
+      return;
+    }
+    for (const pending of batch) {
+      try {
+        const { responses, timings } = await runner.run([pending.request]);
+        this.#observer.batchExecuted?.(pending.rows, timings, runner.id);
         this.#finish(
           pending,
-          { response: responses[index], timings, batchRows: rows, instanceId: runner.id },
+          { response: responses[0], timings, batchRows: pending.rows, instanceId: runner.id },
           dispatchedAt,
-        ),
-      );
-    } catch (error) {
-      if (batch.length === 1) {
-        (batch[0] as Pending).state = 'done';
-        (batch[0] as Pending).reject(error);
-        return;
-      }
-      // One bad request must not fail its batch-mates: run each alone, so only it fails.
-      for (const pending of batch) {
-        try {
-          const { responses, timings } = await runner.run([pending.request]);
-          this.#observer.batchExecuted?.(pending.rows, timings, runner.id);
-          this.#finish(
-            pending,
-            { response: responses[0], timings, batchRows: pending.rows, instanceId: runner.id },
-            dispatchedAt,
-          );
-        } catch (soloError) {
-          pending.state = 'done';
-          pending.reject(soloError);
-        }
+        );
+      } catch (soloError) {
+        pending.state = 'done';
+        pending.reject(soloError);
       }
     }
   }
@@ -692,14 +732,13 @@ export class Batcher {
    * clients return with them).
    */
   #learnCost(learning: ShapeLearning, rows: number, ms: number, roundTripMs: number): void {
-    if (this.#policy.adaptive === undefined) return;
     const line = learning.fit.current();
     if (predictsCost(line)) learning.pace.observe(roundTripMs, batchMsOn(line, rows));
     learning.fit.add(rows, ms);
+    // Every policy learns the line: it says when an instance will free (#queueAhead).
+    if (this.#policy.adaptive === undefined) return;
     learning.returning.answered(this.#clock.now(), rows);
     const fit = learning.fit.current();
-    // The limits count every shape together: the line of the batch answered last says whether a cut is cheap.
-    if (this.#tailCap) this.#tailCap.cheapToCut = predictsCost(fit) && batchingGainsLittle(fit);
     if (fit === learning.reported) return;
     learning.reported = fit;
     this.#observer.fitChanged?.(fit, learning.waitMs);
@@ -708,11 +747,6 @@ export class Batcher {
   /** A runner answers one request of a batch with an Error (a pipeline step failed it): that request fails alone. */
   #finish(pending: Pending, result: Omit<SubmitResult, 'queueNs'>, dispatchedAt: number): void {
     pending.state = 'done';
-    if (!Number.isNaN(pending.admittedAt)) {
-      const now = this.#clock.now();
-      this.#limit?.answered(pending.admittedAt, now, pending.ahead, this.#rowMs);
-      this.#tailCap?.answered(pending.admittedAt, now, pending.ahead, pending.rows);
-    }
     if (result.response instanceof Error) {
       pending.reject(result.response);
       return;

@@ -24,16 +24,6 @@ export interface CostFit {
   readonly reason: string | undefined;
 }
 
-/**
- * Whether batching gains at most 2× on this line (1 + c/m ≤ 2, i.e. c ≤ m): the fixed cost a
- * batch shares is no more than one row's, so a shorter queue or a batch left smaller loses little
- * throughput. Auto then neither discounts waits on a busy core (adaptive-delay.ts) nor lets the
- * p99 cap wait for max_latency itself before cutting (tail-cap.ts).
- */
-export function batchingGainsLittle(fit: Pick<CostFit, 'c' | 'm'>): boolean {
-  return fit.c <= fit.m;
-}
-
 const WINDOW = 256;
 /** A size's weight in the line is its batches in the window, up to this many. */
 const FULL_SAY = 8;

@@ -7,6 +7,7 @@ import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { servedModelFile } from '../archive/served-model.js';
 import { reconcileWithModel } from '../runtime/reconcile.js';
+import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE, SimulatedSession } from '../runtime/simulated-device.js';
 import { UsageError } from '../core/errors.js';
 import { createSession, readSignature } from '../runtime/session.js';
 import { syntheticFeeds, type TensorMap } from '../core/tensors.js';
@@ -49,9 +50,15 @@ export async function measureInProcess(archivePath: string, options: InProcessOp
     const device = options.device ?? stored.instances[0]?.device ?? 'cpu';
     // The file the server would load on this device: an --optimize archive is timed optimised.
     const modelPath = pathInside(join(workDir, 'model'), servedModelFile(manifest, device).file, 'the model file');
-    const session = await createSession(await readFile(modelPath), { runtime: stored.runtime, device });
+    const opened = await createSession(await readFile(modelPath), { runtime: stored.runtime, device });
+    let session = opened;
     try {
-      const config = reconcileWithModel(stored, readSignature(session, modelPath), archivePath);
+      const config = reconcileWithModel(stored, readSignature(opened, modelPath), archivePath);
+      // The simulated accelerator is timed as served: its passes, not the CPU's identity graph.
+      if (device === SIMULATED_DEVICE) {
+        const cost = stored.simulated_device ?? DEFAULT_SIMULATED_DEVICE;
+        session = new SimulatedSession(opened, cost, config.outputs) as unknown as typeof opened;
+      }
       if (config.max_batch_size === 0) {
         throw new UsageError(
           `model ${manifest.model.modelName} does not batch (max_batch_size 0): no curve to measure`,

@@ -2,7 +2,7 @@
  * Capacity planning (`bench --plan`): from the open-loop points a sweep measured, the highest
  * rate one replica sustains inside the p99 budget, the rows it holds there, and what that
  * means for a target rate: replicas = ceil(target / per-replica rate), and the autoscaler's
- * queue-depth target (README, "Autoscaling on queue depth").
+ * queue-depth target (docs/deploy.md, "Autoscaling on queue depth").
  */
 import type { CapacityPlan, PointResult, RateSearchResult } from './report-types.js';
 

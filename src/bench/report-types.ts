@@ -1,6 +1,6 @@
 /**
- * The bench's results, as written to `--json FILE` (schemaVersion 1, documented in the
- * README): every figure the table, CSV, Markdown and HTML reports show comes from here.
+ * The bench's results, as written to `--json FILE` (schemaVersion 1, documented
+ * in docs/bench.md): every figure the table, CSV, Markdown and HTML reports show comes from here.
  * Times are milliseconds unless a name says otherwise.
  */
 
@@ -50,6 +50,11 @@ export interface ServerSideFigures {
    * point), 0–1; absent when the model made no lookups (its response cache is off).
    */
   readonly cacheHitRatio?: number;
+  /**
+   * The share of the point's duration the instances spent computing (their batches' compute
+   * time ÷ duration × instances), 0–1: how busy the device was. Absent where not measured.
+   */
+  readonly busyShare?: number;
 }
 
 /** One GPU's use while a point was measured, from nvidia-smi (a local target on a machine with an NVIDIA GPU). */

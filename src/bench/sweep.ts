@@ -204,7 +204,10 @@ async function measurePoint(
     windows: result.windows,
     // The windows the stability rule compared, to say by how much they disagreed.
     variation: windowVariation(result.fullWindows, options.load.minWindows, options.load.stabilityPct),
-    serverSide: { ...serverSideFigures(served.before, served.after), version: served.version },
+    serverSide: {
+      ...serverSideFigures(served.before, served.after, result.durationSeconds * server.instances),
+      version: served.version,
+    },
     versions: result.versions,
     ...(gpus && gpus.length > 0 ? { gpus } : {}),
     ...(result.latencyHistogram ? { latencyHistogram: result.latencyHistogram } : {}),
@@ -220,8 +223,15 @@ async function buildPayload(target: BenchTarget, options: SweepOptions): Promise
     : randomPayloadPool(metadata, { protocol: options.protocol, clientBatch: options.clientBatch, seed: 1 }, pool);
 }
 
-/** What the server's statistics changed by while one point ran. */
-export function serverSideFigures(before: ModelStatsJson, after: ModelStatsJson): ServerSideFigures {
+/**
+ * What the server's statistics changed by while one point ran. `instanceSeconds`: the point's
+ * duration times the instances serving it, what the busy share is a share of.
+ */
+export function serverSideFigures(
+  before: ModelStatsJson,
+  after: ModelStatsJson,
+  instanceSeconds?: number,
+): ServerSideFigures {
   const delta = (pick: (stats: ModelStatsJson) => number): number => pick(after) - pick(before);
   const requests = delta((s) => s.inference_stats.success.count);
   const executions = delta((s) => s.execution_count);
@@ -240,5 +250,16 @@ export function serverSideFigures(before: ModelStatsJson, after: ModelStatsJson)
     queueMsPerRequest: requests > 0 ? delta((s) => s.inference_stats.queue.ns) / requests / 1e6 : 0,
     computeMsPerRequest: requests > 0 ? computeNs / requests / 1e6 : 0,
     ...(cacheLookups > 0 ? { cacheHitRatio: cacheHits / cacheLookups } : {}),
+    ...(instanceSeconds !== undefined && instanceSeconds > 0
+      ? { busyShare: (batchComputeNs(after) - batchComputeNs(before)) / 1e9 / instanceSeconds }
+      : {}),
   };
+}
+
+/** The instances' compute time over every forward pass: each batch counted once (batch_stats). */
+function batchComputeNs(stats: ModelStatsJson): number {
+  let ns = 0;
+  for (const batch of stats.batch_stats)
+    ns += batch.compute_input.ns + batch.compute_infer.ns + batch.compute_output.ns;
+  return ns;
 }

@@ -61,7 +61,7 @@ export function registerBench(program: Command): void {
       false,
     )
     .option('--target-rate <rate>', 'with --plan: requests per second to serve in all')
-    .option('--json <file>', 'write every figure as JSON (schema in the README)')
+    .option('--json <file>', 'write every figure as JSON (schema in docs/bench.md)')
     .option('--csv <file>', 'write one CSV row per point')
     .option('--md <file>', 'write a Markdown report')
     .option('--html <file>', 'write a self-contained HTML report with charts')

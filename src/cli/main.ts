@@ -18,6 +18,7 @@ const EXIT_INTERNAL = 70;
  * anything else prints the stack and versions, since it is a bug to report.
  */
 export async function main(argv: readonly string[]): Promise<number> {
+  endQuietlyOnClosedStdout();
   const program = new Command('batchserve')
     .description('Pack, serve and benchmark ONNX models with dynamic batching')
     .version(BATCHSERVE_VERSION)
@@ -48,6 +49,17 @@ export async function main(argv: readonly string[]): Promise<number> {
   } catch (error) {
     return exitCodeFor(error);
   }
+}
+
+/**
+ * `batchserve … | head` closes stdout before the output ends: a normal end for a command
+ * line, not a crash. Other write errors still surface.
+ */
+function endQuietlyOnClosedStdout(): void {
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    process.exit(0);
+  });
 }
 
 function exitCodeFor(error: unknown): number {

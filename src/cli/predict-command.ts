@@ -52,7 +52,7 @@ export function registerPredict(program: Command): void {
     .option('--id-column <name>', "CSV: the column holding each row's id (default: its line number)")
     .option('--batch-size <rows>', "rows per forward pass (default: the archive's max_batch_size)")
     .option('--instances <count>', "model instances (default: the archive's)")
-    .option('--device <device>', 'run every instance on this device: cpu, auto, webgpu, cuda[:N], tensorrt[:N]')
+    .option('--device <device>', 'run every instance on this device: cpu, auto, webgpu, cuda[:N], tensorrt[:N], sim')
     .option(
       '--shard <I/N>',
       'score only slice I of N contiguous slices of the rows (I from 0 to N-1); writes <output stem>.shard-I-of-N<ext>',

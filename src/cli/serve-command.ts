@@ -65,7 +65,9 @@ export function registerServe(program: Command): void {
     .addOption(flag('--grpc-max-metadata-size <bytes>', 'metadata bytes one gRPC call may carry (default 16384)'))
     .addOption(flag('--grpc-keepalive-time <duration>', 'how often an idle gRPC connection is pinged (default 2h)'))
     .addOption(flag('--grpc-keepalive-timeout <duration>', 'how long a keepalive ping may go unanswered (default 20s)'))
-    .addOption(flag('--device <device>', "override every model's device: cpu, auto, webgpu, cuda[:N], tensorrt[:N]"))
+    .addOption(
+      flag('--device <device>', "override every model's device: cpu, auto, webgpu, cuda[:N], tensorrt[:N], sim"),
+    )
     .addOption(flag('--max-request-size <bytes>', 'largest request body (default 64 MiB)'))
     .addOption(
       flag('--headers-timeout <duration>', "how long a client may take to send a request's headers (default 10s)"),

@@ -21,7 +21,7 @@ const tensorSpec = (what: string): FieldSpec => ({
   },
 });
 
-export const DEVICE_PATTERN = /^(cpu|auto|webgpu|(cuda|tensorrt)(:\d+)?)$/;
+export const DEVICE_PATTERN = /^(cpu|auto|webgpu|sim|(cuda|tensorrt)(:\d+)?)$/;
 
 /** The one schema for `model-config.yaml`: defaults and descriptions live beside each key. */
 export const modelConfigSchema = {
@@ -54,12 +54,12 @@ export const modelConfigSchema = {
           allowAuto: true,
           default: 1_000,
           description:
-            'Longest the oldest queued request waits for a fuller batch (µs, or "5ms"). 0 batches what is queued when an instance frees. `auto`: the server times batches at load, learns T(B) = c + m·B and the arrival rate as it serves, and waits only while waiting lowers the instance time per row, inside `max_latency` (README, "Adaptive batching").',
+            'Longest the oldest queued request waits for a fuller batch (µs, or "5ms"). 0 batches what is queued when an instance frees. `auto`: the server times batches at load, learns T(B) = c + m·B and the arrival rate as it serves, and waits only while waiting lowers the instance time per row, inside `max_latency` (docs/serving.md, "Adaptive batching").',
         },
         max_latency: {
           kind: 'duration',
           description:
-            'With `max_queue_delay: auto`, the latency budget: no request is held for partners past the point where its expected completion would pass it, and a request is refused with 503 `BS_ERR_LATENCY_BUDGET` instead of queued when its expected completion (the queue ahead at the learnt batch cost, scaled by how long recent batches held their instance) would pass it, or when it has more rows ahead than a limit learnt from measured answers allows (every 32 answers: cut by the slowest\'s excess over 80 % of the budget, in rows, once answers admitted after the first late window are late too, unless it was a stall or the slowest had no more rows ahead than the cut leaves; raised by its room under 60 % while it binds), or more than a cap on the p99 allows (every 200 answers whose p99 passed max_latency: the most rows any went through × 80 % ÷ that p99; raised while it binds and the p99 is under 60 %). Waits and the checks plan for 80 % of it, keeping the rest for writing the answer (README, "Adaptive batching"). Default: `default_timeout` (1 s when that is 0).',
+            'With `max_queue_delay: auto`, the latency budget: no request is held for partners past the point where its expected completion would pass 80 % of it (the rest is for writing the answer), and a request is refused with 503 `BS_ERR_LATENCY_BUDGET` instead of queued when its expected completion (the queue ahead at the learnt batch cost, scaled by how long recent batches held their instance) would pass it (docs/serving.md, "Adaptive batching"). Default: `default_timeout` (1 s when that is 0).',
         },
         preferred_batch_sizes: {
           kind: 'array',
@@ -101,8 +101,9 @@ export const modelConfigSchema = {
             kind: 'string',
             default: 'cpu',
             pattern: DEVICE_PATTERN,
-            patternHint: 'cpu, auto, webgpu, cuda[:N] or tensorrt[:N]',
-            description: 'Where the instances run: cpu, auto, webgpu, cuda[:N], tensorrt[:N].',
+            patternHint: 'cpu, auto, webgpu, sim, cuda[:N] or tensorrt[:N]',
+            description:
+              'Where the instances run: cpu, auto, webgpu, cuda[:N], tensorrt[:N], or sim (the simulated accelerator of `simulated_device`).',
           },
         },
       },
@@ -157,6 +158,20 @@ export const modelConfigSchema = {
           description:
             'Where engines are kept; default `$XDG_CACHE_HOME/batchserve/tensorrt` (`~/.cache/batchserve/tensorrt`).',
         },
+      },
+    },
+    simulated_device: {
+      kind: 'object',
+      optional: true,
+      description:
+        'The simulated accelerator of instances on device `sim` (docs/serving.md, "The simulated accelerator"): a forward pass of B rows holds its instance for fixed_cost + B × row_cost of wall time and no CPU (Atomics.wait, within about 0.1 ms), and answers zeros in the outputs\' shapes. What a GPU call looks like to the server, with exact costs, so batching can be judged on any machine. Absent: the defaults below.',
+      fields: {
+        fixed_cost: {
+          kind: 'duration',
+          default: 4_000,
+          description: 'c: what every forward pass costs, whatever its rows (µs, or "4ms").',
+        },
+        row_cost: { kind: 'duration', default: 250, description: 'm: what each row of a pass adds (µs, or "250us").' },
       },
     },
     warmup: {
@@ -314,6 +329,12 @@ export interface ImageClassifierOptions {
   readonly softmax: 'auto' | 'always' | 'never';
 }
 
+/** Microseconds each: a pass of B rows costs fixed_cost + B × row_cost. */
+export interface SimulatedDeviceConfig {
+  readonly fixed_cost: number;
+  readonly row_cost: number;
+}
+
 export interface ResponseCacheConfig {
   readonly enable: boolean;
   readonly max_bytes: number;
@@ -344,6 +365,7 @@ export interface ModelConfig {
   };
   readonly tensorrt: TensorrtOptions;
   readonly warmup: boolean;
+  readonly simulated_device?: SimulatedDeviceConfig;
   readonly prediction_log?: PredictionLogConfig;
   readonly response_cache?: ResponseCacheConfig;
   readonly labels_file?: string;

@@ -16,7 +16,7 @@ export const pipelineSchema = {
   kind: 'object',
   optional: true,
   description:
-    'Makes the archive a pipeline (README, "Pipelines"): no ONNX model of its own; each request runs through the steps, each step a loaded model (batched by that model\'s own batcher) or a JavaScript/TypeScript function in the archive. `inputs` and `outputs` are required and name the pipeline\'s own tensors; `max_batch_size` is how many pipeline requests a function step sees at once and `instances` how many pipeline batches run at once (their devices are ignored). Models named by steps are checked when the pipeline loads (they must be loaded first).',
+    "Makes the archive a pipeline (docs/pipelines.md): no ONNX model of its own; each request runs through the steps, each step a loaded model (batched by that model's own batcher) or a JavaScript/TypeScript function in the archive. `inputs` and `outputs` are required and name the pipeline's own tensors; `max_batch_size` is how many pipeline requests a function step sees at once and `instances` how many pipeline batches run at once (their devices are ignored). Models named by steps are checked when the pipeline loads (they must be loaded first).",
   fields: {
     steps: {
       kind: 'array',

@@ -32,4 +32,6 @@ export interface BatchTimings {
   readonly computeInputNs: number;
   readonly computeInferNs: number;
   readonly computeOutputNs: number;
+  /** When the instance began the batch (trace-channels.ts's clock); absent from runners that do not say. */
+  readonly startedAt?: number;
 }

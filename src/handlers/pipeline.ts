@@ -1,4 +1,5 @@
 import { HandlerInvalidError } from '../core/errors.js';
+import { traceNow } from '../core/trace-channels.js';
 import { BUILTIN_HANDLERS } from './load.js';
 import type { Handler, HandlerContext } from './types.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
@@ -24,6 +25,7 @@ export async function runBatchTimed(
   requests: readonly HandlerRequest[],
   context: HandlerContext,
 ): Promise<{ responses: unknown[]; timings: BatchTimings }> {
+  const startedAt = traceNow();
   const start = process.hrtime.bigint();
   const inputs = await handler.preprocess(requests, context);
   const inferStart = process.hrtime.bigint();
@@ -42,6 +44,7 @@ export async function runBatchTimed(
       computeInputNs: Number(inferStart - start),
       computeInferNs: Number(outputStart - inferStart),
       computeOutputNs: Number(end - outputStart),
+      startedAt,
     },
   };
 }

@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { BUSY_WINDOW_SECONDS, BusyWindow } from './busy-window.js';
 import type { CostFit } from '../batching/cost-fit.js';
 import { GpuMetrics, type GpuMetricsOptions } from './gpu-metrics.js';
 
@@ -40,6 +41,10 @@ interface ModelSeries {
   pendingRows: number | undefined;
   instancesBusy: number | undefined;
   instances: number | undefined;
+  /** The instances' compute seconds over the last few seconds, for the busy share. */
+  readonly busy: BusyWindow;
+  /** instance id → its busy-seconds counter child, looked up once. */
+  readonly busyCounters: Map<string, Counter.Internal>;
   /** The device of the load gauge series, so unloading can remove exactly that one. */
   loadDevice: string | undefined;
 }
@@ -56,6 +61,12 @@ export class ServerMetrics {
     name: 'batchserve_requests_total',
     help: 'Inference requests finished, by protocol (rest, grpc) and HTTP status code (a gRPC error counts as the status its error has on REST), in requests.',
     labelNames: ['model', 'version', 'protocol', 'status'],
+    registers: [this.registry],
+  });
+  readonly #refused = new Counter({
+    name: 'batchserve_requests_refused_total',
+    help: 'Inference requests answered 503 without running, by the code that says why (BS_ERR_LATENCY_BUDGET: auto expected it to finish past max_latency; BS_ERR_QUEUE_FULL: max_queue_size reached; BS_ERR_MODEL_NOT_READY; BS_ERR_QUEUE_TIMEOUT), in requests.',
+    labelNames: ['model', 'version', 'code'],
     registers: [this.registry],
   });
   readonly #requestDuration = new Histogram({
@@ -112,6 +123,17 @@ export class ServerMetrics {
     'batchserve_instances',
     'Model instances loaded, busy or idle, in instances.',
     (series) => series.instances,
+  );
+  readonly #instanceBusySeconds = new Counter({
+    name: 'batchserve_instance_busy_seconds_total',
+    help: "Time each instance spent on forward passes (pre- and post-processing included, Triton's compute durations; rate() is its busy share), by instance, in seconds.",
+    labelNames: ['model', 'version', 'instance'],
+    registers: [this.registry],
+  });
+  readonly #instanceBusyRatio = this.#liveGauge(
+    'batchserve_instance_busy_ratio',
+    `Share of the last ${BUSY_WINDOW_SECONDS} s the version's instances spent on forward passes, all instances together, 0–1: the device's utilisation as the server drives it (1: never idle between batches), in ratio.`,
+    (series) => (series.instances === undefined ? undefined : series.busy.ratio(Date.now(), series.instances)),
   );
   readonly #modelLoad = new Gauge({
     name: 'batchserve_model_load_seconds',
@@ -236,6 +258,11 @@ export class ServerMetrics {
     series.requestDuration.observe(requestSeconds);
   }
 
+  /** A request refused with 503 before it ran; `code` says why. */
+  requestRefused(model: string, version: string, code: string): void {
+    this.#refused.labels(model, version, code).inc();
+  }
+
   /** A request that left the queue (queue wait) and ran (compute = its batch's forward pass incl. pre/post-processing). */
   requestTimings(model: string, version: string, queueSeconds: number, computeSeconds: number): void {
     const series = this.#seriesOf(model, version);
@@ -244,10 +271,17 @@ export class ServerMetrics {
   }
 
   /** One forward pass: its compute counted once per batch, where requestTimings counts it once per request served. */
-  batchExecuted(model: string, version: string, batchSize: number, computeSeconds: number): void {
+  batchExecuted(model: string, version: string, batchSize: number, computeSeconds: number, instance: string): void {
     const series = this.#seriesOf(model, version);
     series.batchSize.observe(batchSize);
     series.batchCompute.observe(computeSeconds);
+    series.busy.add(Date.now(), computeSeconds);
+    let busy = series.busyCounters.get(instance);
+    if (busy === undefined) {
+      busy = this.#instanceBusySeconds.labels(model, version, instance);
+      series.busyCounters.set(instance, busy);
+    }
+    busy.inc(computeSeconds);
   }
 
   setQueueDepth(model: string, version: string, rows: number): void {
@@ -288,6 +322,7 @@ export class ServerMetrics {
     this.#pendingRows.remove(model, version);
     this.#instancesBusy.remove(model, version);
     this.#instances.remove(model, version);
+    this.#instanceBusyRatio.remove(model, version);
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
     for (const gauge of Object.values(this.#batchingGauges)) gauge.remove(model, version);
     this.#cache.bytes.remove(model, version);
@@ -411,6 +446,8 @@ export class ServerMetrics {
         pendingRows: undefined,
         instancesBusy: undefined,
         instances: undefined,
+        busy: new BusyWindow(Date.now()),
+        busyCounters: new Map(),
         loadDevice: undefined,
       };
       versions.set(version, series);

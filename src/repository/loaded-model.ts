@@ -96,10 +96,10 @@ export class LoadedModel {
     this.stats = new ModelStatistics(parts.name, parts.version);
     const { metrics } = parts;
     this.#batcher = new Batcher(this.#instanceList, policyOf(parts.config), {
-      batchExecuted: (rows, timings) => {
+      batchExecuted: (rows, timings, instanceId) => {
         this.stats.recordExecution(rows, timings);
         const seconds = (timings.computeInputNs + timings.computeInferNs + timings.computeOutputNs) / 1e9;
-        metrics.batchExecuted(this.name, this.version, rows, seconds);
+        metrics.batchExecuted(this.name, this.version, rows, seconds, instanceId);
       },
       queueChanged: (rows) => metrics.setQueueDepth(this.name, this.version, rows),
       pendingChanged: (rows) => metrics.setPendingRows(this.name, this.version, rows),
@@ -135,7 +135,10 @@ export class LoadedModel {
    */
   calibrateCost(): Promise<void> {
     const config = this.#currentConfig;
-    if (!config.warmup || config.max_batch_size < 3) return Promise.resolve();
+    // A fixed delay steers by nothing it could time: only auto pays for the batches.
+    if (config.dynamic_batching.max_queue_delay !== 'auto' || !config.warmup || config.max_batch_size < 3) {
+      return Promise.resolve();
+    }
     this.#calibration ??= calibrateCost(this.#batcher, config).then(
       (timed) => {
         this.#parts.logger?.info(
@@ -175,11 +178,6 @@ export class LoadedModel {
   /** With `max_queue_delay: auto`: the cost line learnt so far and the last wait chosen; else undefined. */
   get adaptiveBatching(): (CostFit & { wait_ms: number }) | undefined {
     return this.#liveFit;
-  }
-
-  /** `max_queue_delay: auto`: the most rows a request may have ahead of it, learnt from answered ones; Infinity while unlimited. */
-  get admissionLimitRows(): number {
-    return this.#batcher.admissionLimitRows;
   }
 
   get config(): CompleteModelConfig {

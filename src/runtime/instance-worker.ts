@@ -14,21 +14,26 @@ const spec = workerData as InstanceSpec & { id: string };
 try {
   const opened = await openInstance(spec);
   const instance = new ModelInstance(spec.id, opened.device, opened.session, opened.handler, opened.context);
-  port.on('message', (message: { type: 'run'; id: number; requests: WireRequest[] } | { type: 'close' }) => {
-    if (message.type === 'close') {
-      void instance.release().finally(() => port.close());
-      return;
-    }
-    instance.run(message.requests.map(fromWireRequest)).then(
+  const runAndAnswer = (id: number, requests: WireRequest[]): Promise<void> =>
+    instance.run(requests.map(fromWireRequest)).then(
       ({ responses, timings }) => {
         try {
-          port.postMessage({ type: 'result', id: message.id, responses: responses.map(toWireResponse), timings });
+          port.postMessage({ type: 'result', id, responses: responses.map(toWireResponse), timings });
         } catch (error) {
-          port.postMessage({ type: 'result', id: message.id, error: toWireError(error) });
+          port.postMessage({ type: 'result', id, error: toWireError(error) });
         }
       },
-      (error: unknown) => port.postMessage({ type: 'result', id: message.id, error: toWireError(error) }),
+      (error: unknown) => port.postMessage({ type: 'result', id, error: toWireError(error) }),
     );
+  // Batches run one at a time, in the order they came: the batcher may send the next one while
+  // one runs (WorkerInstance.queuesBatches), and it starts here the moment the last one ends.
+  let previous: Promise<void> = Promise.resolve();
+  port.on('message', (message: { type: 'run'; id: number; requests: WireRequest[] } | { type: 'close' }) => {
+    if (message.type === 'close') {
+      void previous.then(() => instance.release()).finally(() => port.close());
+      return;
+    }
+    previous = previous.then(() => runAndAnswer(message.id, message.requests));
   });
   port.postMessage({ type: 'ready', config: opened.config, device: opened.device, deviceNote: opened.deviceNote });
 } catch (error) {

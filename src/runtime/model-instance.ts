@@ -12,7 +12,12 @@ export type ServingInstance = BatchRunner & {
   onStopped?(listener: (error: Error) => void): void;
 };
 
-/** One onnxruntime session on one device, running one batch at a time through the handler. */
+/**
+ * One onnxruntime session on one device, running one batch at a time through the handler. It
+ * does not queue batches (`queuesBatches`): on this thread the batcher hears the end of a
+ * batch in the same turn and sends the next at once, so there is no hop to hide, and a batch
+ * kept in the queue can still time out or be overtaken by a higher priority.
+ */
 export class ModelInstance implements ServingInstance {
   readonly #handler: Handler;
   readonly #context: HandlerContext;

@@ -7,6 +7,7 @@ import type { Handler, HandlerContext } from '../handlers/types.js';
 import { createDeviceSession, readSignature } from './session.js';
 import { syntheticFeeds } from '../core/tensors.js';
 import { ModelLoadError } from '../core/errors.js';
+import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE, SimulatedSession } from './simulated-device.js';
 
 /** Everything one instance needs, as plain data so it can cross into a worker thread. */
 export interface InstanceSpec {
@@ -39,13 +40,26 @@ export interface OpenedInstance {
  * handler, runs its initialize hook and warms up every preferred batch size.
  */
 export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> {
-  const { session, device, note } = await createDeviceSession(
+  const {
+    session: opened,
+    device,
+    note,
+  } = await createDeviceSession(
     spec.modelPath,
     { runtime: spec.config.runtime, device: spec.device },
     spec.modelSource,
   );
+  let session = opened;
   try {
-    const config = reconcileWithModel(spec.config, readSignature(session, spec.modelSource), spec.configSource);
+    const config = reconcileWithModel(spec.config, readSignature(opened, spec.modelSource), spec.configSource);
+    if (device === SIMULATED_DEVICE) {
+      // Handlers call run() (and read the names); the real session is opened only for the signature.
+      session = new SimulatedSession(
+        opened,
+        config.simulated_device ?? DEFAULT_SIMULATED_DEVICE,
+        config.outputs,
+      ) as unknown as ort.InferenceSession;
+    }
     const handler = await loadHandler(spec.handler);
     const context = createHandlerContext({
       modelName: spec.modelName,

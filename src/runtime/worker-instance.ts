@@ -25,6 +25,8 @@ interface Waiting {
 
 /** A model instance living in its own worker thread; batches go there and answers come back. */
 export class WorkerInstance implements BatchRunner {
+  /** The worker takes messages in turn: a batch sent while one runs starts as soon as it ends. */
+  readonly queuesBatches = true;
   #nextId = 0;
   readonly #waiting = new Map<number, Waiting>();
   #failure: Error | undefined;

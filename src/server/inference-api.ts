@@ -30,6 +30,7 @@ import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.j
 import { tensorToNested } from '../protocol/nested.js';
 import { prepareV2Request, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
 import type { HandlerRequest } from '../core/request.js';
+import { responseWritten, traceNow } from '../core/trace-channels.js';
 import { recordedRun, type RequestOutcome } from './request-outcome.js';
 import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
 import type { RouteChoice } from '../traffic/version-router.js';
@@ -386,6 +387,7 @@ async function inferV2(
     ...(encoded.headerLength !== undefined ? { 'inference-header-content-length': encoded.headerLength } : {}),
   });
   res.end(encoded.body);
+  if (responseWritten.hasSubscribers) responseWritten.publish({ at: traceNow() });
   return result;
 }
 

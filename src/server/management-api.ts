@@ -182,8 +182,6 @@ function describe(model: LoadedModel, options: ManagementOptions): Record<string
             trusted: model.adaptiveBatching.trusted,
             notTrustedBecause: model.adaptiveBatching.reason ?? null,
             lastWaitMs: model.adaptiveBatching.wait_ms,
-            // null while unlimited (JSON has no Infinity).
-            admissionLimitRows: Number.isFinite(model.admissionLimitRows) ? model.admissionLimitRows : null,
           },
         }
       : {}),

@@ -37,6 +37,9 @@ export function outcomeRecorder(
     }
     if (!served) return;
     metrics.requestFinished(model.name, model.version, status, seconds, outcome.protocol);
+    if (status === 503 && outcome.errorCode !== undefined) {
+      metrics.requestRefused(model.name, model.version, outcome.errorCode);
+    }
     traffic.requestFinished(model, status, seconds);
   };
 }

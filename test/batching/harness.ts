@@ -8,7 +8,6 @@ import {
 } from '../../src/batching/batcher.js';
 import type { BatchRunner } from '../../src/batching/batch-runner.js';
 import type { Clock } from '../../src/batching/clock.js';
-import { OWN_CORE } from '../../src/batching/core-share.js';
 import { InferenceInputError } from '../../src/core/errors.js';
 import type { BatchTimings, HandlerRequest } from '../../src/core/request.js';
 
@@ -72,7 +71,7 @@ export function setup(
     setTimeout: (callback, ms) => fake.setTimeout(callback, ms),
     clearTimeout: (handle) => fake.clearTimeout(handle as FakeTimers.TimerId),
   };
-  const batcher = new Batcher(runners, { ...DEFAULT_POLICY, ...policy }, observer, clock, OWN_CORE);
+  const batcher = new Batcher(runners, { ...DEFAULT_POLICY, ...policy }, observer, clock);
   const submit = (value: number | string, options: Partial<SubmitOptions> = {}): Promise<SubmitResult> =>
     batcher.submit(req(value), { rows: 1, shapeKey: 'a', ...options });
   return { fake, batcher, submit, runner: runners[0] as GatedRunner };

@@ -10,7 +10,7 @@ function recordTraffic(metrics: ServerMetrics): void {
   metrics.setQueueDepth('resnet', '1', 12);
   metrics.setBusyInstances('bert', '3', 0, 1);
   metrics.setQueueDepth('bert', '3', 0);
-  metrics.batchExecuted('resnet', '1', 3, 0.004);
+  metrics.batchExecuted('resnet', '1', 3, 0.004, 'resnet:1:0');
   for (let i = 0; i < 3; i++) {
     metrics.requestTimings('resnet', '1', 0.001, 0.004);
     metrics.requestFinished('resnet', '1', 200, 0.006, 'rest');
@@ -33,6 +33,7 @@ test('the exposition parses strictly, histograms included, and declares each bat
   );
   assert.deepEqual(types, {
     batchserve_requests_total: 'counter',
+    batchserve_requests_refused_total: 'counter',
     batchserve_request_duration_seconds: 'histogram',
     batchserve_queue_duration_seconds: 'histogram',
     batchserve_compute_duration_seconds: 'histogram',
@@ -40,6 +41,8 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_batch_size: 'histogram',
     batchserve_queue_rows: 'gauge',
     batchserve_pending_rows: 'gauge',
+    batchserve_instance_busy_ratio: 'gauge',
+    batchserve_instance_busy_seconds_total: 'counter',
     batchserve_instances_busy: 'gauge',
     batchserve_instances: 'gauge',
     batchserve_model_load_seconds: 'gauge',
@@ -115,7 +118,7 @@ test('known durations land in the expected cumulative buckets, bounds inclusive'
 
 test('batch sizes land in power-of-two buckets', async () => {
   const metrics = new ServerMetrics({ collectProcessMetrics: false });
-  for (const size of [1, 3, 4, 4, 1024, 2000]) metrics.batchExecuted('m', '1', size, 0.01);
+  for (const size of [1, 3, 4, 4, 1024, 2000]) metrics.batchExecuted('m', '1', size, 0.01, 'm:1:0');
   const families = await scrape(metrics);
   assert.deepEqual(bucketsOf(families, 'batchserve_batch_size', { model: 'm', version: '1' }), {
     '1': 1,

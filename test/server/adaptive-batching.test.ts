@@ -46,7 +46,6 @@ test('max_queue_delay: auto serves, shows its budget at start, and exposes the l
   assert.equal(entry?.maxBatchDelay, 'auto');
   assert.equal(typeof entry?.adaptiveBatching.trusted, 'boolean');
   assert.ok('notTrustedBecause' in (entry?.adaptiveBatching ?? {}));
-  assert.equal(entry?.adaptiveBatching.admissionLimitRows, null, 'no admission limit before a late answer');
 
   // The bench's sweeps switch it on and off at run time, as TorchServe's max_batch_delay.
   const fixed = await call(`${server.urls.management}/models/affine?max_batch_delay=2`, {
@@ -99,7 +98,7 @@ test('max_queue_delay: auto answers 503 BS_ERR_LATENCY_BUDGET to requests it exp
   assert.equal(refused.length + answers.filter((answer) => answer.status === 200).length, 24);
   for (const answer of refused) {
     assert.equal(answer.body.code, 'BS_ERR_LATENCY_BUDGET');
-    assert.match(answer.body.error, /past the 0\.8 ms planned of max_latency 1 ms/);
+    assert.match(answer.body.error, /past max_latency 1 ms/);
     assert.equal(answer.headers['retry-after'], '1');
   }
   const counted = samplesOf(await scrapeMetrics(server), 'batchserve_requests_total', {
@@ -114,5 +113,25 @@ test('max_queue_delay: auto answers 503 BS_ERR_LATENCY_BUDGET to requests it exp
   assert.ok(
     warnings.some((line) => /max_latency \(1 ms\) is under twice a full batch of 8/.test(line)),
     `the load warns that the budget is under two full batches: ${warnings.join('')}`,
+  );
+});
+
+test('a model with a fixed delay times no batches at load and logs nothing of adaptive batching', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 2ms\n' });
+  const lines: { msg: string }[] = [];
+  await startTestServer(
+    t,
+    { models: [`affine=${archive}`] },
+    pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { msg: string }) }),
+  );
+  assert.ok(
+    lines.some((line) => line.msg === 'model loaded'),
+    'the log was captured',
+  );
+  assert.deepEqual(
+    lines.filter((line) => line.msg.startsWith('adaptive batching')),
+    [],
+    'no calibration, no fit lines',
   );
 });
