@@ -9,9 +9,9 @@ import { BIN, REPO, runChild, serveChild, type Served } from './container-child.
 
 const HEADING = '**Walkthrough: ship v2 as a canary, watch it, roll back.**';
 
-/** The README's canary walkthrough: its shell block, one command a line (continuations joined, comments cut). */
+/** docs/versions.md's canary walkthrough (the README points there): its shell block, one command a line (continuations joined, comments cut). */
 async function walkthroughCommands(): Promise<string[]> {
-  const readme = await readFile(join(REPO, 'README.md'), 'utf8');
+  const readme = await readFile(join(REPO, 'docs', 'versions.md'), 'utf8');
   const after = readme.slice(readme.indexOf(HEADING));
   const block = /```sh\n([\s\S]*?)```/.exec(after)?.[1];
   assert.ok(block, 'the walkthrough has a sh block');
@@ -27,7 +27,7 @@ function words(line: string): string[] {
   return [...line.matchAll(/"([^"]*)"|(\S+)/g)].map((match) => match[1] ?? match[2] ?? '');
 }
 
-test('README canary walkthrough, run as written: v2 loads without traffic, the canary starts, rolls back', async (t) => {
+test('the canary walkthrough of docs/versions.md, run as written: v2 loads without traffic, the canary starts, rolls back', async (t) => {
   const cwd = await tempDir(t);
   await writeModel(cwd, 'cls-v1.onnx', affineModel([4], 'batch', 1));
   await writeModel(cwd, 'cls-v2.onnx', affineModel([4], 'batch', 2));
