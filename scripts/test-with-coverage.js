@@ -4,6 +4,7 @@
 // source-map cache; those entries (never our sources) are dropped before the report.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 
 const root = new URL('../', import.meta.url).pathname;
@@ -11,7 +12,11 @@ const raw = join(root, 'coverage/tmp');
 rmSync(join(root, 'coverage'), { recursive: true, force: true });
 mkdirSync(raw, { recursive: true });
 
-const tests = spawnSync(process.execPath, ['--test', '--test-concurrency=1', 'dist/test/'], {
+// Two files at a time even on two cores: many wait on child processes, sockets and the
+// simulated accelerator's wall-clock passes, so a second file fills the first one's waits
+// (sequential 5 min 18 s, two at a time about 3 min 50 s, here).
+const concurrency = Math.max(2, availableParallelism());
+const tests = spawnSync(process.execPath, ['--test', `--test-concurrency=${concurrency}`, 'dist/test/'], {
   cwd: root,
   stdio: 'inherit',
   env: { ...process.env, NODE_V8_COVERAGE: raw },

@@ -1,17 +1,16 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { packArchive } from '../../src/archive/pack.js';
 import { pendingRowsAt, planCapacity, sustains } from '../../src/bench/plan.js';
 import { highestSustained, searchSustainedRate, type RateProbe } from '../../src/bench/rate-search.js';
 import { renderHtml } from '../../src/bench/report-html.js';
 import { renderMarkdown, renderTable } from '../../src/bench/report-table.js';
 import type { BenchReport, PointResult, RateSearchResult } from '../../src/bench/report-types.js';
-import { costModel, writeModel } from '../fixtures/onnx-models.js';
+import { packSimArchive } from '../fixtures/sim-archive.js';
 import { tempDir } from '../fixtures/temp.js';
 import { samplePoint, sampleReport } from './sample-report.js';
 
@@ -202,20 +201,15 @@ test('the plan reads the same in the table, Markdown and HTML', () => {
   assert.ok(renderHtml(report).includes('<h2>Capacity plan</h2>'));
 });
 
-// --- end to end: a real server serving the cost model ---------------------------------------
+// --- end to end: a real server serving the simulated accelerator ---------------------------------------
 
 const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
 let archive = '';
 let archiveDir = '';
 before(async () => {
   archiveDir = await mkdtemp(join(tmpdir(), 'batchserve-plan-'));
-  const model = await writeModel(archiveDir, 'cost.onnx', costModel({ n: 640, width: 131_072 }));
-  const configFile = join(archiveDir, 'cost.yaml');
-  await writeFile(
-    configFile,
-    'max_batch_size: 8\nruntime:\n  graph_optimization_level: disabled\n  intra_op_threads: 1\n',
-  );
-  archive = (await packArchive({ modelName: 'cost', serializedFile: model, configFile, exportPath: archiveDir })).path;
+  // The simulated accelerator: a pass costs 3 + 0.3·B ms of wall time and no CPU.
+  archive = await packSimArchive(archiveDir, { name: 'cost', fixedCost: '3ms', rowCost: '300us', maxBatchSize: 8 });
 });
 after(() => rm(archiveDir, { recursive: true, force: true }));
 

@@ -1,13 +1,10 @@
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { pino } from 'pino';
-import { packArchive } from '../../src/archive/pack.js';
 import { renderStartupBlock } from '../../src/server/startup-block.js';
 import { validateServerConfig } from '../../src/server/server-config.js';
 import { samplesOf } from '../metrics/prometheus-text.js';
-import { costModel, writeModel } from '../fixtures/onnx-models.js';
+import { packSimArchive } from '../fixtures/sim-archive.js';
 import { affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 
@@ -71,16 +68,16 @@ test('a model config refuses a max_queue_delay that is neither a duration nor au
 
 test('max_queue_delay: auto answers 503 BS_ERR_LATENCY_BUDGET to requests it expects to finish past max_latency', async (t) => {
   const dir = await tempDir(t);
-  // A pass costs a few ms (a 640² product) however few rows: with a 1 ms budget only a request
-  // that runs at once on the idle instance can be served; those queued behind it cannot.
-  const model = await writeModel(dir, 'cost.onnx', costModel({ n: 640, width: 131_072 }));
-  const configFile = join(dir, 'cost.yaml');
-  await writeFile(
-    configFile,
-    'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: auto\n  max_latency: 1ms\n' +
-      'runtime:\n  graph_optimization_level: disabled\n  intra_op_threads: 1\n',
-  );
-  const { path } = await packArchive({ modelName: 'cost', serializedFile: model, configFile, exportPath: dir });
+  // A pass on the simulated accelerator costs 5 ms however few rows: with a 1 ms budget only a
+  // request that runs at once on the idle instance can be served; those queued behind it cannot.
+  const path = await packSimArchive(dir, {
+    name: 'cost',
+    fixedCost: '5ms',
+    rowCost: '100us',
+    maxBatchSize: 8,
+    width: 4,
+    config: 'dynamic_batching:\n  max_queue_delay: auto\n  max_latency: 1ms\n',
+  });
   const warnings: string[] = [];
   const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(line) });
   const server = await startTestServer(t, { models: [`cost=${path}`] }, logger);
