@@ -1,6 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { normalCdf, normalQuantile, tCdf, tQuantile } from '../../src/experiment/distributions.js';
+import {
+  noncentralTUpperTail,
+  normalCdf,
+  normalQuantile,
+  tCdf,
+  tQuantile,
+} from '../../src/experiment/distributions.js';
 import { alphaPerComparison, meanSampleSize, rateSampleSize } from '../../src/experiment/sample-size.js';
 import { summarize, twoProportionZTest, welchTTest } from '../../src/experiment/fixed-horizon.js';
 
@@ -44,6 +50,19 @@ test('mean sample size: effect size d = 0.5, alpha 0.05 two-sided, power 0.8 nee
   // 2.4.1: n = 64; R's power.t.test(delta = 0.5, power = 0.8) prints n = 63.77.
   assert.equal(meanSampleSize(0.5, 1, { alpha: 0.05, power: 0.8, variants: 2 }).perVariant, 64);
   assert.equal(meanSampleSize(5, 10, { alpha: 0.05, power: 0.8, variants: 2 }).perVariant, 64);
+});
+
+test("mean sample size at small n is R's power.t.test, from the noncentral t's exact power", () => {
+  const options = { alpha: 0.05, power: 0.8, variants: 2 };
+  // R's ?power.t.test examples: power.t.test(n = 20, delta = 1) prints power = 0.8689528, and
+  // power.t.test(power = .90, delta = 1) n = 22.02110.
+  const df = 38;
+  near(noncentralTUpperTail(tQuantile(0.975, df), df, Math.sqrt(10)), 0.8689528, 1e-6, 'power at n = 20');
+  assert.equal(meanSampleSize(1, 1, { ...options, power: 0.9 }).perVariant, 23);
+  // power.t.test(delta = 1, power = .8): n = 16.71; delta = 2 SD: n = 5.09, where the
+  // normal-theory size with Guenther's correction said 5.
+  assert.equal(meanSampleSize(1, 1, options).perVariant, 17);
+  assert.equal(meanSampleSize(2, 1, options).perVariant, 6);
 });
 
 test("Welch's t-test reproduces R's documented t.test(extra ~ group, data = sleep)", () => {
