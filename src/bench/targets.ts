@@ -40,6 +40,8 @@ const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url)
 export class RemoteTarget implements BenchTarget {
   readonly #queries: ModelQueries;
   readonly #management: { url: string; token?: string } | undefined;
+  /** The configuration found before the sweep's first change, to put back at the end. */
+  #found: ServerPoint | undefined;
 
   constructor(
     readonly inferenceUrl: string,
@@ -67,10 +69,28 @@ export class RemoteTarget implements BenchTarget {
       if (unchanged) return;
       throw new UsageError('sweeping batch sizes, delays or instances needs --management-url (and --token-file)');
     }
+    this.#found ??= await this.current();
+    await this.#put(this.#management, point);
+  }
+
+  /**
+   * Puts the server back as the sweep found it (someone else's server must not stay at the
+   * last point swept); returns what it restored, or undefined when nothing had changed.
+   */
+  async restore(): Promise<ServerPoint | undefined> {
+    const found = this.#found;
+    if (!found || !this.#management) return undefined;
+    this.#found = undefined;
+    await this.#put(this.#management, found);
+    return found;
+  }
+
+  async #put(management: { url: string; token?: string }, point: ServerPoint): Promise<void> {
+    // max_batch_delay is in milliseconds, TorchServe's unit.
     const query = `batch_size=${point.maxBatchSize}&max_batch_delay=${delayParameter(point.maxQueueDelayUs)}&min_worker=${point.instances}`;
-    await getJson(`${this.#management.url}/models/${encodeURIComponent(this.model)}?${query}`, {
+    await getJson(`${management.url}/models/${encodeURIComponent(this.model)}?${query}`, {
       method: 'PUT',
-      ...(this.#management.token ? { token: this.#management.token } : {}),
+      ...(management.token ? { token: management.token } : {}),
     });
   }
 

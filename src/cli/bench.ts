@@ -127,6 +127,10 @@ export async function runBench(archive: string | undefined, options: BenchComman
     }
   } finally {
     spinner.stop();
+    if (target instanceof RemoteTarget) {
+      const restored = await target.restore();
+      if (restored) process.stderr.write(`bench: put ${target.model} back as found: ${describePoint(restored)}\n`);
+    }
     await target?.close();
   }
 
@@ -293,6 +297,11 @@ function delayOption(value: string): number | 'auto' {
     throw new UsageError(`--delays: expected a duration such as 0, 500us, 2ms, or auto, got "${value}"`);
   }
   return delay;
+}
+
+/** A server configuration as config files spell it. */
+function describePoint(point: { maxBatchSize: number; maxQueueDelayUs: number | 'auto'; instances: number }): string {
+  return `max_batch_size ${point.maxBatchSize}, max_queue_delay ${formatDelay(point.maxQueueDelayUs)}, ${point.instances} instance${point.instances === 1 ? '' : 's'}`;
 }
 
 /** A plain HTTP server's progress has no server settings to show. */
