@@ -223,6 +223,37 @@ test('shadow answers that are not numbers compare exactly; a missing answer neve
   assert.ok(!answersAgree({ label: 'cat' }, { label: 'cat', extra: 1 }, 0));
 });
 
+test('a classification agrees on its top label; other JSON numbers agree within the tolerance', () => {
+  // What the image classifier answered for one image in fp32 and in fp16: same decision.
+  const fp32 = [
+    { label: '0', score: 0.93121 },
+    { label: '180', score: 0.06879 },
+  ];
+  const fp16 = [
+    { label: '0', score: 0.93066 },
+    { label: '180', score: 0.06934 },
+  ];
+  assert.ok(answersAgree(fp32, fp16, 0), 'the same top-1 label agrees whatever the scores');
+  assert.ok(!answersAgree(fp32, [...fp16].reverse(), 1), 'another top label never agrees');
+  assert.ok(
+    answersAgree(
+      [{ label: 'cat', score: 0.9 }],
+      [
+        { label: 'cat', score: 0.5 },
+        { label: 'dog', score: 0.4 },
+      ],
+      0,
+    ),
+  );
+  const scores = { probabilities: [0.5, 0.25], name: 'x' };
+  assert.ok(answersAgree(scores, { probabilities: [0.5004, 0.2502], name: 'x' }, 1e-3));
+  assert.ok(!answersAgree(scores, { probabilities: [0.502, 0.25], name: 'x' }, 1e-3));
+  assert.ok(!answersAgree(scores, { probabilities: [0.5, 0.25], name: 'y' }, 1), 'text still compares exactly');
+  assert.ok(!answersAgree(scores, { probabilities: [0.5], name: 'x' }, 1), 'so do shapes');
+  assert.ok(!answersAgree(Buffer.from('ab'), Buffer.from('ac'), 1));
+  assert.ok(answersAgree(Buffer.from('ab'), Buffer.from('ab'), 0));
+});
+
 test('a version window counts a 500 as an error and 499 as none; figures start over on reset', () => {
   const window = new VersionWindow();
   window.record(499, 0.001);
