@@ -169,13 +169,24 @@ function bestThroughput(points: readonly ConfiguredPoint[], maxBatchSize: number
  * points whose settings can be pasted into a model config.
  */
 export function recommend(points: readonly PointResult[], sloP99Ms: number): Recommendation | undefined {
+  // A point whose windows disagreed is a guess: a stable one that meets the budget comes first,
+  // and an unstable one is recommended only when nothing stable qualifies (and says so).
   let best: ConfiguredPoint | undefined;
   for (const point of configured(points)) {
     if (point.errorCount > 0 || !(point.latency.p99 <= sloP99Ms)) continue;
-    if (best === undefined || point.throughput > best.throughput) best = point;
+    const better =
+      best === undefined ||
+      (point.stable && !best.stable) ||
+      (point.stable === best.stable && point.throughput > best.throughput);
+    if (better) best = point;
   }
-  if (best === undefined) return undefined;
-  const { maxBatchSize, maxQueueDelayUs, instances } = best.server;
+  return best === undefined ? undefined : recommendationFor(best, sloP99Ms);
+}
+
+/** The model-config snippet that deploys `point`'s configuration. */
+export function recommendationFor(point: PointResult, sloP99Ms: number): Recommendation | undefined {
+  if (!point.server) return undefined;
+  const { maxBatchSize, maxQueueDelayUs, instances } = point.server;
   // The bench cannot tell which device the server ran on; cpu is the config's default.
   const snippet =
     `max_batch_size: ${maxBatchSize}\n` +
@@ -183,5 +194,5 @@ export function recommend(points: readonly PointResult[], sloP99Ms: number): Rec
     `  max_queue_delay: ${formatDelay(maxQueueDelayUs)}\n` +
     `instances:\n` +
     `  - { count: ${instances}, device: cpu }\n`;
-  return { sloP99Ms, point: best, snippet };
+  return { sloP99Ms, point, snippet };
 }

@@ -216,9 +216,16 @@ export function describeRecommendation(report: BenchReport): string | undefined 
   const rec = report.recommendation;
   if (!rec) return undefined;
   const { point } = rec;
+  const variation = point.variation;
+  const stability = point.stable
+    ? variation
+      ? `stable: windows within ±${round(Math.max(variation.throughputPct, variation.p99Pct), 1)} %`
+      : 'stable'
+    : `UNSTABLE${variation ? `: p99 varied ±${round(variation.p99Pct, 1)} %, throughput ±${round(variation.throughputPct, 1)} % between windows` : ''}; ` +
+      'no stable point met the budget: rerun with a longer --duration';
   return (
     `recommended for p99 ≤ ${round(rec.sloP99Ms, 2)} ms: ${describePoint(point)} ` +
-    `(${point.throughput.toFixed(1)} req/s, p99 ${point.latency.p99.toFixed(2)} ms)`
+    `(${point.throughput.toFixed(1)} req/s, p99 ${point.latency.p99.toFixed(2)} ms; ${stability})`
   );
 }
 

@@ -1,7 +1,7 @@
 import { cpus, platform, arch } from 'node:os';
 import ort from 'onnxruntime-node';
 import { BATCHSERVE_VERSION } from '../version.js';
-import { fitBatchCost, recommend, speedupFitOf, speedupTable } from './fit.js';
+import { fitBatchCost, recommend, recommendationFor, speedupFitOf, speedupTable } from './fit.js';
 import { planCapacity, type PlanTarget } from './plan.js';
 import type { BatchCostFit, BenchReport, PointResult, RateSearchResult } from './report-types.js';
 import { versionSplitWarning } from './served-version.js';
@@ -24,8 +24,13 @@ export function buildReport(inputs: ReportInputs): BenchReport {
   const inProcess = inputs.inProcessSamples ? fitBatchCost([...inputs.inProcessSamples]) : undefined;
   const speedupFit = speedupFitOf({ fit, inProcess });
   const model = speedupFit === 'fit' ? fit : inProcess;
-  const recommendation = inputs.sloP99Ms === undefined ? undefined : recommend([...inputs.points], inputs.sloP99Ms);
   const plan = inputs.plan ? planCapacity(inputs.points, inputs.plan.searches, inputs.plan) : undefined;
+  // One recommendation per report: with a plan, the configuration the plan sized replicas for.
+  const recommendation = plan
+    ? recommendationFor(plan.point, plan.sloP99Ms)
+    : inputs.sloP99Ms === undefined
+      ? undefined
+      : recommend([...inputs.points], inputs.sloP99Ms);
   return {
     schemaVersion: 1,
     createdAt: new Date().toISOString(),

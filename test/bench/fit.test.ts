@@ -242,7 +242,9 @@ test('recommend picks the highest throughput under the p99 objective and skips p
     rec.snippet,
     'max_batch_size: 16\ndynamic_batching:\n  max_queue_delay: 2ms\ninstances:\n  - { count: 2, device: cpu }\n',
   );
-  assert.equal(recommend(samplePoints, 30)?.point.throughput, 1561.2, 'an unstable point still counts');
+  assert.equal(recommend(samplePoints, 30)?.point.throughput, 1249, 'a stable point before a faster unstable one');
+  const unstable = samplePoints.filter((point) => !point.stable);
+  assert.equal(recommend(unstable, 30)?.point.throughput, 1561.2, 'an unstable one only when nothing stable qualifies');
   assert.equal(recommend(samplePoints, 1), undefined);
   assert.equal(recommend([], 50), undefined);
   const plain = { ...(samplePoints[0] as (typeof samplePoints)[number]), server: undefined };

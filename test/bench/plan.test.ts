@@ -250,6 +250,7 @@ test('bench --plan on a real server: a measured per-replica rate, and replicas a
   assert.ok(plan.replicaRate > 0 && plan.replicaRate <= 3000, `per-replica rate ${plan.replicaRate}`);
   assert.ok(sustains(plan.point, 2000));
   assert.equal(plan.replicas, Math.ceil(3000 / plan.replicaRate));
+  assert.deepEqual(report.recommendation?.point, plan.point, 'one recommendation: the configuration the plan sized');
   assert.equal(plan.targetQueueDepth, Math.max(1, Math.floor(pendingRowsAt(plan.point))));
   // Every probe is a measured point of the report, at the rate it names.
   const rates = report.points.map((point) => (point.load.kind === 'rate' ? point.load.rate : 0));

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fitBatchCost } from '../../src/bench/fit.js';
-import { renderCsv, renderMarkdown, renderTable } from '../../src/bench/report-table.js';
+import { describeRecommendation, renderCsv, renderMarkdown, renderTable } from '../../src/bench/report-table.js';
 import type { BenchReport } from '../../src/bench/report-types.js';
 import { sampleReport } from './sample-report.js';
 
@@ -53,7 +53,7 @@ test('the terminal table shows every point’s figures, the fit, the speedups, t
     'in-process: T(B) = c + m·B:',
     'ceiling 1 + c/m = ',
     'achievable bound',
-    'recommended for p99 ≤ 25 ms: B=16 d=2ms i=2, c=8 (1249.0 req/s, p99 8.10 ms)',
+    'recommended for p99 ≤ 25 ms: B=16 d=2ms i=2, c=8 (1249.0 req/s, p99 8.10 ms; stable)',
     '  max_batch_size: 16\n  dynamic_batching:\n    max_queue_delay: 2ms\n',
     'warning: B=1 d=0 i=1, c=32: 12 errors (503×12)',
   ]) {
@@ -159,4 +159,18 @@ test('CSV quotes fields holding commas, quotes or line breaks', () => {
   const odd = { ...first, errors: { 'other, "odd"\nkind': 2 }, errorCount: 2 };
   const [head] = parseCsv(renderCsv({ ...sampleReport, points: [odd] }));
   assert.ok(head?.includes('errors_other, "odd"\nkind'));
+});
+
+test('a recommended point that was unstable says so, with how far its windows strayed', () => {
+  assert.ok(sampleReport.recommendation);
+  const point = {
+    ...sampleReport.recommendation.point,
+    stable: false,
+    variation: { compared: 3, required: 3, limitPct: 10, throughputPct: 4.2, p99Pct: 31.4 },
+  };
+  const text = describeRecommendation({ ...sampleReport, recommendation: { ...sampleReport.recommendation, point } });
+  assert.match(
+    text ?? '',
+    /; UNSTABLE: p99 varied ±31\.4 %, throughput ±4\.2 % between windows; no stable point met the budget: rerun with a longer --duration\)$/,
+  );
 });
