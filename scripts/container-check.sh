@@ -56,9 +56,14 @@ else
   ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$root/usr/local/bin/npx"
   chroot "$root" groupadd --gid 1000 node
   chroot "$root" useradd --uid 1000 --gid node --shell /bin/bash --create-home node
+  # The registry is reached here through a TLS-intercepting egress proxy: the base carries this
+  # machine's CA bundle and points Node at it, or the build's npm ci fails SELF_SIGNED_CERT_IN_CHAIN.
+  # (The official image has no CA bundle of its own; Node's built-in roots serve it.)
+  install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
   chroot "$root" apt-get clean
   rm -rf "$root"/var/lib/apt/lists/*
-  tar -C "$root" -c . | pod import --change 'CMD ["node"]' --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$base_ref" >/dev/null
+  tar -C "$root" -c . | pod import --change 'CMD ["node"]' --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt' - "$base_ref" >"$work/import.log" 2>&1
   rm -rf "$root"
 fi
 
@@ -69,8 +74,10 @@ else
   fail "Dockerfile: the cuda variant's stages are not where the runtime stage expects them"
 fi
 
+# VARIANT given explicitly: podman 4.3 (bookworm's) does not apply the global ARG's default when
+# it resolves `FROM base-${VARIANT}` to a stage ("base-cpu: image not known"); Docker does.
 start=$(date +%s)
-if pod build --isolation chroot --network host --pull=never -t "$image" . >"$work/build.log" 2>&1; then
+if pod build --isolation chroot --network host --pull=never --build-arg VARIANT=cpu -t "$image" . >"$work/build.log" 2>&1; then
   build_s=$(($(date +%s) - start))
   ok "podman build (cpu) in ${build_s} s"
 else
