@@ -1,4 +1,3 @@
 /** Archive naming rules, kept free of heavy imports so the CLI can parse flags cheaply. */
-export const MODEL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 export const ARCHIVE_FORMATS = ['zip', 'zip-store', 'dir'] as const;
 export type ArchiveFormat = (typeof ARCHIVE_FORMATS)[number];

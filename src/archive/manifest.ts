@@ -1,6 +1,6 @@
 import { ArchiveManifestError, ArchiveUnsafePathError } from '../core/errors.js';
 import { quoted } from '../core/quote.js';
-import { MODEL_NAME_PATTERN } from './format.js';
+import { modelNameProblem } from '../core/model-name.js';
 import { entryNameProblem } from '../core/entry-name.js';
 
 /** Where the manifest lives inside every archive; written last when packing. */
@@ -138,9 +138,8 @@ export function parseManifest(text: string, source: string): ArchiveManifest {
     // Both become URL path segments and folder names (work folders, prediction logs).
     for (const key of ['modelName', 'modelVersion'] as const) {
       const value = model[key];
-      if (typeof value === 'string' && value !== '' && !MODEL_NAME_PATTERN.test(value)) {
-        problems.push(`model.${key}: ${quoted(value)} does not match ${MODEL_NAME_PATTERN.source}`);
-      }
+      const problem = typeof value === 'string' && value !== '' ? modelNameProblem(value) : undefined;
+      if (problem !== undefined) problems.push(`model.${key}: ${quoted(value)} ${problem}`);
     }
     if (model.extraFiles !== undefined && typeof model.extraFiles !== 'string') {
       problems.push('model.extraFiles: expected a comma-separated string');

@@ -8,13 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { ZipArchive } from 'archiver';
-import {
-  ArchiveUnsafePathError,
-  InputFileError,
-  InvalidModelNameError,
-  OutputExistsError,
-  UsageError,
-} from '../core/errors.js';
+import { ArchiveUnsafePathError, InputFileError, OutputExistsError, UsageError } from '../core/errors.js';
 import { readModelConfigFile, modelConfigToYaml } from '../config/load.js';
 import {
   MODEL_CONFIG_FILE,
@@ -36,7 +30,8 @@ import {
   type ManifestFile,
 } from './manifest.js';
 import { sha256OfStream } from './verify.js';
-import { MODEL_NAME_PATTERN, type ArchiveFormat } from './format.js';
+import type { ArchiveFormat } from './format.js';
+import { checkModelName } from '../core/model-name.js';
 
 export interface PackOptions {
   readonly modelName: string;
@@ -94,11 +89,7 @@ interface PlannedEntry {
  */
 export async function packArchive(options: PackOptions): Promise<PackResult> {
   const format = options.archiveFormat ?? 'zip';
-  if (!MODEL_NAME_PATTERN.test(options.modelName)) {
-    throw new InvalidModelNameError(
-      `model name "${options.modelName}" is invalid: use letters, digits, '_', '.', '-', starting with a letter or digit`,
-    );
-  }
+  checkModelName(options.modelName);
   const report = options.onProgress ?? (() => undefined);
   report({ phase: 'checking', doneBytes: 0, totalBytes: 0 });
 

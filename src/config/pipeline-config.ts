@@ -1,4 +1,5 @@
 import type { TensorSpec } from '../core/tensors.js';
+import { MODEL_NAME_HINT, MODEL_NAME_PATTERN } from '../core/model-name.js';
 import type { FieldSpec } from './schema-kit.js';
 
 /** `steps.ts#prepare`: an archive file (JavaScript or TypeScript) and the name it exports. */
@@ -30,8 +31,8 @@ export const pipelineSchema = {
         fields: {
           name: {
             kind: 'string',
-            pattern: /^[A-Za-z0-9][\w.-]*$/,
-            patternHint: 'letters, digits, _ . -',
+            pattern: MODEL_NAME_PATTERN,
+            patternHint: MODEL_NAME_HINT,
             description: 'Unique step name; labels its statistics and metrics and names it in errors.',
           },
           function: {
@@ -44,6 +45,8 @@ export const pipelineSchema = {
           outputs: tensorMap("the function's own output name"),
           model: {
             kind: 'string',
+            pattern: MODEL_NAME_PATTERN,
+            patternHint: MODEL_NAME_HINT,
             description: 'A model step: the name of a loaded model; its requests go through its batcher.',
           },
           version: {

@@ -1,12 +1,13 @@
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { ForbiddenError, UsageError } from '../core/errors.js';
+import { checkModelName } from '../core/model-name.js';
 import { quoted } from '../core/quote.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
 import { authenticated } from './auth.js';
 import { downloadArchive } from './download.js';
-import { sendJson, type Route } from './http.js';
+import { sendJson, type Route, type RouteHandler } from './http.js';
 import { trafficRoutes } from './traffic-api.js';
 
 export interface ManagementOptions {
@@ -51,11 +52,13 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       method: 'POST',
       path: /^\/models\/?$/,
       handle: async (_req, res, _params, url) => {
+        // Checked before anything is loaded: a bad name costs no load and unload.
+        const expectedName = url.searchParams.get('model_name');
+        if (expectedName) checkModelName(expectedName, 'model_name');
         const source = url.searchParams.get('url');
         if (!source) throw new UsageError('register needs ?url= (an archive in the model store, or an allowed URL)');
         const archive = await resolveArchive(source, options);
         const model = await repository.load(archive, { keepDefault: true });
-        const expectedName = url.searchParams.get('model_name');
         if (expectedName && expectedName !== model.name) {
           await repository.unload(model.name, model.version);
           throw new UsageError(`model_name ${quoted(expectedName)} does not match the archive's model "${model.name}"`);
@@ -116,7 +119,18 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       },
     },
   ];
-  return routes.map((route) => ({ ...route, handle: authenticated(options.token, route.handle) }));
+  return routes.map((route) => ({ ...route, handle: authenticated(options.token, namesChecked(route.handle)) }));
+}
+
+/**
+ * Every route's first capture is a model name: one that breaks the rule is a 400 naming the
+ * rule, not a 404, so a caller sees why (and no name from a URL reaches a path or a log).
+ */
+function namesChecked(handle: RouteHandler): RouteHandler {
+  return (req, res, params, url) => {
+    if (params[0] !== undefined) checkModelName(params[0]);
+    return handle(req, res, params, url);
+  };
 }
 
 async function resolveArchive(source: string, options: ManagementOptions): Promise<string> {

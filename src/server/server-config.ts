@@ -1,4 +1,4 @@
-import { MODEL_NAME_PATTERN } from '../archive/format.js';
+import { MODEL_NAME_HINT, MODEL_NAME_PATTERN } from '../core/model-name.js';
 import { DEVICE_PATTERN } from '../config/model-config.js';
 import { renderSchemaReference } from '../config/reference.js';
 import { deepFreeze, validateField, type FieldSpec } from '../config/schema-kit.js';
@@ -38,7 +38,7 @@ export const serverConfigSchema = {
     model_name: {
       kind: 'string',
       pattern: MODEL_NAME_PATTERN,
-      patternHint: 'a model name ([A-Za-z0-9][A-Za-z0-9_.-]*)',
+      patternHint: MODEL_NAME_HINT,
       description:
         "Serve the model store's one model (all its versions) under this name instead of the archive's; needs `models: [all]` (implied when the store is one archive). KServe passes `{{.Name}}`.",
     },

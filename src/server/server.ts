@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { BatchserveError, InputFileError, PipelineInvalidError, UsageError } from '../core/errors.js';
+import { checkModelName } from '../core/model-name.js';
 import { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelRepository } from '../repository/model-repository.js';
 import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity } from '../repository/store-catalog.js';
@@ -297,7 +298,7 @@ async function loadStartupModels(
       continue;
     }
     const at = spec.indexOf('=');
-    const name = spec.slice(0, at);
+    const name = checkModelName(spec.slice(0, at), `--models ${spec}: the name`);
     const path = spec.slice(at + 1);
     let identity;
     try {

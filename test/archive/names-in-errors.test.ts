@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { MODEL_NAME_PATTERN } from '../../src/archive/format.js';
+import { MODEL_NAME_PATTERN } from '../../src/core/model-name.js';
 import { packArchive } from '../../src/archive/pack.js';
 import { openArchive } from '../../src/archive/source.js';
 import { declaredEntryCount } from '../../src/archive/zip-format.js';
