@@ -11,8 +11,14 @@ import { quoted } from '../core/quote.js';
 export interface ArchiveLimits {
   /** Entries of every kind, directories included. */
   maxEntries: number;
-  /** Sum of the declared uncompressed sizes. */
+  /** Sum of the declared uncompressed sizes: the fixed ceiling. */
   maxTotalBytes: number;
+  /**
+   * Sum of the declared uncompressed sizes / the zip file's own bytes, once that sum passes
+   * ratioFloorBytes. The per-entry ratio alone lets a bomb through as many entries each under
+   * the floor (8.4 MB expanding to 7.97 GiB); the file's size, unlike a header, cannot lie.
+   */
+  maxExpansion: number;
   /** Declared uncompressed size of any one entry. */
   maxEntryBytes: number;
   /** Uncompressed / compressed size of one entry; zip bombs live far above it. */
@@ -32,6 +38,7 @@ export const defaultArchiveLimits: Readonly<ArchiveLimits> = Object.freeze({
   maxTotalBytes: 8 * GiB,
   maxEntryBytes: 4 * GiB,
   maxRatio: 200,
+  maxExpansion: 200,
   ratioFloorBytes: 32 * 1024 ** 2,
 });
 
@@ -73,9 +80,13 @@ export class ArchiveGuard {
   /** Folded names of every directory some file sits in. */
   readonly #parents = new Set<string>();
 
-  constructor(location: string, limits: Readonly<ArchiveLimits>) {
+  readonly #archiveBytes: number | undefined;
+
+  /** `archiveBytes`: the zip file's size; a directory, whose sizes are its files', has none. */
+  constructor(location: string, limits: Readonly<ArchiveLimits>, archiveBytes?: number) {
     this.#location = location;
     this.#limits = limits;
+    this.#archiveBytes = archiveBytes;
   }
 
   /** For formats that declare their entry count up front: refuse before listing any. */
@@ -103,6 +114,16 @@ export class ArchiveGuard {
     this.#totalBytes += size;
     if (this.#totalBytes > limits.maxTotalBytes) {
       tooLarge(`brings the archive over its limit of ${limits.maxTotalBytes} bytes`);
+    }
+    const archiveBytes = this.#archiveBytes;
+    if (
+      archiveBytes !== undefined &&
+      this.#totalBytes > limits.ratioFloorBytes &&
+      this.#totalBytes > archiveBytes * limits.maxExpansion
+    ) {
+      tooLarge(
+        `brings the archive's expanded size to ${this.#totalBytes} bytes, over ${limits.maxExpansion} times its ${archiveBytes} bytes (a zip bomb?)`,
+      );
     }
     this.#admit(name, 'file');
   }

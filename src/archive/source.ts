@@ -97,7 +97,7 @@ async function openZip(location: string, limits: Readonly<ArchiveLimits>): Promi
   const handle = await open(location, 'r');
   try {
     const { size } = await handle.stat();
-    const guard = new ArchiveGuard(location, limits);
+    const guard = new ArchiveGuard(location, limits, size);
     // unzipper lists every record it is told about; a forged count must stop here first.
     guard.checkDeclaredCount(await declaredEntryCount(handle, size, location));
     const directory = await Open.file(location).catch((error: Error) => {

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { booleanOption, commaList, fractionOption } from './options.js';
+import { booleanOption, commaList, fractionOption, integerOption } from './options.js';
 import type { PackCommandOptions } from './pack.js';
 import { ARCHIVE_FORMATS } from '../archive/format.js';
 import { MODEL_PRECISIONS } from '../archive/manifest.js';
@@ -76,7 +76,12 @@ export function registerModelArchive(program: Command): void {
     .description('recompute every hash; exit 0 only when all match the manifest')
     .argument('<archive>', '.mar file or archive folder')
     .option('--json', 'print the report as JSON', false)
-    .action(async (location: string, options: { json: boolean }) => {
+    .option(
+      '--max-expansion <ratio>',
+      'largest ratio of the expanded size to the zip file size, once past 32 MiB (default 200; docs/archives.md)',
+      (value: string) => integerOption(value, '--max-expansion', 1),
+    )
+    .action(async (location: string, options: { json: boolean; maxExpansion?: number }) => {
       const { runVerify } = await import('./verify.js');
       await runVerify(location, options);
     });
@@ -87,7 +92,12 @@ export function registerModelArchive(program: Command): void {
     .argument('<archive>', '.mar file')
     .option('-o, --output <dir>', 'target folder (default: the archive name without .mar)')
     .option('-f, --force', 'replace an existing target folder', false)
-    .action(async (location: string, options: { output?: string; force: boolean }) => {
+    .option(
+      '--max-expansion <ratio>',
+      'largest ratio of the expanded size to the zip file size, once past 32 MiB (default 200; docs/archives.md)',
+      (value: string) => integerOption(value, '--max-expansion', 1),
+    )
+    .action(async (location: string, options: { output?: string; force: boolean; maxExpansion?: number }) => {
       const { runUnpack } = await import('./unpack.js');
       await runUnpack(location, options);
     });

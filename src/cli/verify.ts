@@ -2,8 +2,9 @@ import { verifyArchive } from '../archive/verify.js';
 import { ArchiveIntegrityError } from '../core/errors.js';
 import { createTable } from '../core/table.js';
 
-export async function runVerify(location: string, options: { json: boolean }): Promise<void> {
-  const report = await verifyArchive(location);
+export async function runVerify(location: string, options: { json: boolean; maxExpansion?: number }): Promise<void> {
+  const limits = options.maxExpansion === undefined ? {} : { maxExpansion: options.maxExpansion };
+  const report = await verifyArchive(location, { limits });
   if (options.json) {
     process.stdout.write(
       `${JSON.stringify({ location: report.location, ok: report.ok, files: report.files }, null, 2)}\n`,

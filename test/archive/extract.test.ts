@@ -127,6 +127,17 @@ const hostile: HostileCase[] = [
     archive: zipOf([FIRST, { name: 'bomb.bin', data: Buffer.alloc(64 * 1024 ** 2), method: 'deflate' }]),
   },
   {
+    // The reported bomb in small: every entry under the per-entry ratio floor, the whole
+    // archive expanding about a thousand times.
+    name: 'zip bomb spread over entries each under the ratio floor',
+    code: 'BS_ERR_ARCHIVE_TOO_LARGE',
+    archive: zipOf([
+      FIRST,
+      ...['a', 'b', 'c', 'd'].map((name) => ({ name, data: Buffer.alloc(1024 ** 2), method: 'deflate' as const })),
+    ]),
+    limits: { ratioFloorBytes: 2 * 1024 ** 2 },
+  },
+  {
     name: 'entry over maxEntryBytes',
     code: 'BS_ERR_ARCHIVE_TOO_LARGE',
     archive: zipOf([FIRST, { name: 'big', data: Buffer.alloc(2048) }]),

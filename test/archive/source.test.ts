@@ -207,6 +207,7 @@ describe('limits', () => {
         maxTotalBytes: 8 * 1024 ** 3,
         maxEntryBytes: 4 * 1024 ** 3,
         maxRatio: 200,
+        maxExpansion: 200,
         ratioFloorBytes: 32 * MiB,
       },
     );
