@@ -62,6 +62,11 @@ export interface OutputAccuracy {
   readonly maxRelError: number | null;
   /** Classifier outputs only: the share of rows whose arg-max class is the same. */
   readonly top1Agreement?: number;
+  /**
+   * Sequences of class choices only ([batch, steps, classes] of per-step probabilities, a CTC
+   * recogniser's): the share of rows whose greedy decoding is the same; it, not the error, decides.
+   */
+  readonly decodedAgreement?: number;
 }
 
 export interface AccuracyFigures {

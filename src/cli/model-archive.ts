@@ -46,7 +46,7 @@ export function registerModelArchive(program: Command): void {
     )
     .option(
       '--min-agreement <fraction>',
-      'accuracy gate: top-1 agreement per classifier output (default: fp16 0.98, int8 0.95)',
+      'accuracy gate: top-1 agreement per classifier output, decoded agreement per sequence output (default: fp16 0.98, int8 0.95)',
       (value: string) => fractionOption(value, '--min-agreement'),
     )
     .option(

@@ -8,6 +8,11 @@ export function describePreparedModel(prepared: PreparedModel): string {
   const { precision, accuracy, optimization } = prepared.manifest;
   if (precision && prepared.conversion) lines.push(`${precision}: ${prepared.conversion}`);
   if (accuracy) lines.push(accuracyTable(accuracy));
+  if (accuracy?.inputs === 'random') {
+    lines.push(
+      'the gate ran on seeded random inputs, which can pass a model that real ones fail: --calibration-data DIR judges it on what you serve',
+    );
+  }
   for (const failure of prepared.acceptedFailures ?? [])
     lines.push(`warning: packed anyway (--accept-accuracy-loss): ${failure}`);
   if (optimization && prepared.startup) {
@@ -21,13 +26,21 @@ export function describePreparedModel(prepared: PreparedModel): string {
 
 /** The gate's figures per output, with the limits and the verdict. */
 export function accuracyTable(figures: AccuracyFigures): string {
-  const table = createTable(['output', 'max abs error', 'max rel error', 'top-1 agreement']);
+  const decoded = figures.outputs.some((output) => output.decodedAgreement !== undefined);
+  const table = createTable([
+    'output',
+    'max abs error',
+    'max rel error',
+    'top-1 agreement',
+    ...(decoded ? ['decoded agreement'] : []),
+  ]);
   for (const output of figures.outputs) {
     table.push([
       output.name,
       formatError(output.maxAbsError),
       formatError(output.maxRelError),
-      output.top1Agreement === undefined ? '—' : `${(output.top1Agreement * 100).toFixed(1)} %`,
+      formatShare(output.top1Agreement),
+      ...(decoded ? [formatShare(output.decodedAgreement)] : []),
     ]);
   }
   const verdict = figures.passed ? 'passed' : 'FAILED (packed with --accept-accuracy-loss)';
@@ -35,6 +48,10 @@ export function accuracyTable(figures: AccuracyFigures): string {
     `accuracy gate ${verdict}: ${figures.samples} ${figures.inputs} samples, limits max rel error ` +
     `${figures.limits.maxRelError}, top-1 agreement ${figures.limits.minTop1Agreement}\n${table.toString()}`
   );
+}
+
+function formatShare(value: number | undefined): string {
+  return value === undefined ? '—' : `${(value * 100).toFixed(1)} %`;
 }
 
 function formatError(value: number | null): string {

@@ -136,6 +136,7 @@ test('pack --precision fp16 --optimize: the gate figures, precision and optimisa
     packed.stdout,
     /accuracy gate passed: 64 random samples, limits max rel error 0\.05, top-1 agreement 0\.98/,
   );
+  assert.match(packed.stdout, /the gate ran on seeded random inputs, .* --calibration-data DIR judges it/);
   assert.match(packed.stdout, /session start-up [\d.]+ ms → [\d.]+ ms/);
 
   const archive = join(out, 'm');
@@ -206,6 +207,7 @@ test('pack --calibration-data runs the gate on the folder’s rows and records t
   const packed = await pack(model, out, '--precision', 'fp16', '--calibration-data', calibration);
   assert.equal(packed.code, 0, packed.stderr);
   assert.match(packed.stdout, /accuracy gate passed: 5 calibration samples/);
+  assert.doesNotMatch(packed.stdout, /seeded random inputs/);
   const { model: info } = await manifestOf(join(out, 'm'));
   assert.equal(info.accuracy?.inputs, 'calibration');
   assert.equal(info.accuracy?.samples, 5);

@@ -4,7 +4,7 @@ import onnxProto from 'onnx-proto';
 import { accuracyGateError, gateFailures, measureAccuracy } from '../../src/optimize/accuracy-gate.js';
 import { GATE_BATCH, RANDOM_ROWS, randomGateFeeds } from '../../src/optimize/calibration-inputs.js';
 import { validateModelConfig } from '../../src/config/model-config.js';
-import { affineModel, tinyImageClassifier } from '../fixtures/onnx-models.js';
+import { affineModel, softmaxSequenceModel, tinyImageClassifier } from '../fixtures/onnx-models.js';
 
 const { onnx } = onnxProto;
 const runtime = validateModelConfig({}, 'test').runtime;
@@ -101,4 +101,47 @@ test('classifier outputs are judged on top-1 agreement', async () => {
   assert.deepEqual(gateFailures(flipped.outputs, flipped.limits), [
     'output "probabilities" top-1 agreement 0.000 < 0.97 (--min-agreement)',
   ]);
+});
+
+test('a sequence of per-step probabilities is judged by its decoded labels, not by how far the probabilities moved', async () => {
+  const gateFeeds = randomGateFeeds([{ name: 'x', datatype: 'FP32', shape: [-1, 6, 5] }], true);
+  const gate = (converted: Uint8Array) =>
+    measureAccuracy({
+      original: softmaxSequenceModel(1),
+      converted,
+      runtime,
+      gateFeeds,
+      classifierOutputs: new Set(),
+      limits: { maxRelError: 0.05, minTop1Agreement: 0.98 },
+    });
+  // Sharper probabilities, the same arg-max at every step: far past 5 % of the range, same text.
+  const sharper = await gate(softmaxSequenceModel(1.6));
+  const [y] = sharper.outputs;
+  assert.ok(y?.maxRelError !== null && y !== undefined && y.maxRelError > 0.05, JSON.stringify(y));
+  assert.equal(y.decodedAgreement, 1);
+  assert.equal(y.top1Agreement, undefined);
+  assert.deepEqual(gateFailures(sharper.outputs, sharper.limits), []);
+  assert.equal(sharper.passed, true);
+  // The arg-min at every step: other labels on nearly every row.
+  const inverted = await gate(softmaxSequenceModel(-1));
+  const decoded = inverted.outputs[0]?.decodedAgreement;
+  assert.ok(decoded !== undefined && decoded < 0.2, String(decoded));
+  assert.equal(inverted.passed, false);
+  assert.match(
+    gateFailures(inverted.outputs, inverted.limits).join(),
+    /^output "y" decoded agreement 0\.\d{3} < 0\.98 \(--min-agreement\)$/,
+  );
+});
+
+test('a [batch, steps, features] output that is not per-step probabilities is judged by its error alone', async () => {
+  const figures = await measureAccuracy({
+    original: affineModel([6, 5]),
+    converted: affineModel([6, 5], 'batch', 1.5),
+    runtime,
+    gateFeeds: randomGateFeeds([{ name: 'x', datatype: 'FP32', shape: [-1, 6, 5] }], true),
+    classifierOutputs: new Set(),
+    limits,
+  });
+  assert.equal(figures.outputs[0]?.decodedAgreement, undefined);
+  assert.equal(figures.passed, false);
 });
