@@ -7,6 +7,7 @@ import {
   InferenceFailedError,
   InferenceInputError,
   ModelNotReadyError,
+  NotImplementedError,
 } from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
@@ -272,6 +273,15 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       method: 'POST',
       path: new RegExp(`^/predictions/${MODEL}(?:/([^/]+))?$`),
       handle: modelRoute((req, res, admitted) => predict(req, res, admitted, shadowRun(admitted.logged))),
+    },
+    {
+      method: 'POST',
+      path: new RegExp(`^/explanations/${MODEL}(?:/([^/]+))?$`),
+      handle: async () => {
+        throw new NotImplementedError(
+          'explanations are not served: TorchServe computes them with Captum in its Python handlers, which batchserve does not run; use /predictions or /v2/models/{model}/infer',
+        );
+      },
     },
     {
       method: 'POST',
