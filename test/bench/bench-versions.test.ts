@@ -63,7 +63,7 @@ async function benchReport(t: TestContext, server: BatchServer, args: string[]):
 
 test('bench --url reads the statistics of the version that served, not model_stats[0]', async (t) => {
   const server = await twoVersions(t, { model_policies: { affine: { default_version: '2' } } });
-  const report = await benchReport(t, server, ['--concurrency', '1,8', '--requests', '160']);
+  const report = await benchReport(t, server, ['--concurrency', '1,8', '--requests', '480']);
 
   // Version 1 is first in /stats and saw no traffic at all: its counters were what bench read before.
   const [first, second] = await versionStats(server);
@@ -71,12 +71,12 @@ test('bench --url reads the statistics of the version that served, not model_sta
   assert.equal(second?.version, '2');
 
   for (const point of report.points) {
-    assert.deepEqual(point.versions, { '2': 160 }, 'every answer named version 2');
+    assert.deepEqual(point.versions, { '2': 480 }, 'every answer named version 2');
     const side = point.serverSide;
     assert.equal(side?.version, '2');
     // The statistics are read on a connection of their own while the load runs, so up to one
     // answer per connection in flight (8 at c=8) can fall on either side of the first read.
-    assert.ok(side && side.requests >= 160 - 8 && side.executions > 0, JSON.stringify(side));
+    assert.ok(side && side.requests >= 480 - 8 && side.executions > 0, JSON.stringify(side));
     assert.ok(side.averageBatch >= 1 && side.computeMsPerRequest > 0, JSON.stringify(side));
   }
   // c=1 ran passes of one row and c=8 fuller ones: two batch sizes, so version 2's line was fitted.
