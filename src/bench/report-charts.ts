@@ -1,0 +1,159 @@
+/**
+ * The report's three charts: throughput against p99 per configuration, the forward pass's
+ * cost T(B) with each fit's line, and the speedup S(B) measured against the fit's prediction.
+ */
+import { predictedSpeedup } from './fit.js';
+import type { BenchReport, PointResult } from './report-types.js';
+import { FIT_LABELS, describePoint, describeServer, formatCeiling, noFitReason } from './report-table.js';
+import { type Chart, type Series, type XY, color, svgChart } from './report-svg.js';
+
+export function latencyChart(points: readonly PointResult[]): string {
+  const configs = new Map<string, PointResult[]>();
+  for (const point of points) {
+    const key = describeServer(point.server);
+    configs.set(key, [...(configs.get(key) ?? []), point]);
+  }
+  const series = [...configs].map(([name, group], i): Series => {
+    // Closed- and open-loop points are different curves; each kind is joined on its own.
+    const byKind = (['concurrency', 'rate'] as const)
+      .map((kind) => group.filter((p) => p.load.kind === kind).sort((p, q) => loadLevel(p) - loadLevel(q)))
+      .filter((run) => run.length > 0);
+    const runs = byKind.map((run) => run.map((p): XY => [p.throughput, p.latency.p99]));
+    const tips = byKind
+      .flat()
+      .map((p) => `${describePoint(p)}: ${p.throughput.toFixed(1)} req/s, p99 ${p.latency.p99.toFixed(2)} ms`);
+    // Adaptive batching is a policy, not a delay: its line is dashed and named so.
+    const adaptive = group[0]?.server?.maxQueueDelayUs === 'auto';
+    return {
+      name: adaptive ? `${name} (adaptive)` : name,
+      color: color(i),
+      runs,
+      line: true,
+      dots: true,
+      dashed: adaptive,
+      tips,
+    };
+  });
+  const p99s = points.map((p) => p.latency.p99).filter((v) => v > 0);
+  const logY = p99s.length > 0 && Math.max(...p99s) / Math.min(...p99s) > 20;
+  return svgChart({
+    id: 'chart-latency',
+    title: 'Throughput against p99 latency, one line per server configuration',
+    description:
+      'Each line joins one configuration’s load levels in order; further right is more throughput, lower is faster.',
+    xLabel: 'throughput (req/s)',
+    yLabel: logY ? 'p99 latency (ms, log scale)' : 'p99 latency (ms)',
+    series,
+    logY,
+    ...(points.length === 0 ? { empty: 'no points were measured' } : {}),
+  });
+}
+
+function loadLevel(point: PointResult): number {
+  return point.load.kind === 'concurrency' ? point.load.concurrency : point.load.rate;
+}
+
+/** Both fits on one chart, each named: how far the served passes sit from the session's own. */
+export function batchCostChart(report: BenchReport): string {
+  const curves = [
+    { label: FIT_LABELS.fit, fit: report.fit },
+    { label: FIT_LABELS.inProcess, fit: report.inProcess },
+  ];
+  const series = curves.flatMap(({ label, fit: f }, i): Series[] => {
+    if (!f) return [];
+    const maxB = Math.max(...f.samples.map((s) => s.batchSize));
+    const samples = f.samples.map((s): XY => [s.batchSize, s.ms]);
+    const tips = f.samples.map((s) => `${label}: B=${s.batchSize}, ${s.ms.toFixed(3)} ms over ${s.count} passes`);
+    const measured: Series = {
+      name: `${label}: measured`,
+      color: color(i),
+      runs: [samples],
+      line: false,
+      dots: true,
+      tips,
+    };
+    // A failed line is named, not drawn: with c < 0 it would leave the plot below zero.
+    const line: Series =
+      f.failure === undefined
+        ? {
+            name: `${label}: c + m·B`,
+            color: color(i),
+            runs: [
+              [
+                [0, f.c],
+                [maxB, f.c + f.m * maxB],
+              ],
+            ],
+            line: true,
+            dots: false,
+            dashed: i > 0,
+          }
+        : { name: `${label} failed: ${f.failure}`, color: color(i), runs: [], line: false, dots: false };
+    return [measured, line];
+  });
+  return svgChart({
+    id: 'chart-batch-cost',
+    title: 'Forward-pass time T(B) by batch size, with the fitted line c + m·B',
+    description: 'Dots are mean compute times per batch size; the line crosses B = 0 at c, the fixed cost per pass.',
+    xLabel: 'batch size B (rows per forward pass)',
+    yLabel: 'T(B) (ms)',
+    series,
+    ...(series.length === 0 ? { empty: noFitReason(report) } : {}),
+  });
+}
+
+/**
+ * Measured speedups, and the prediction of one fit only: the one the speedup table uses
+ * (report.speedupFit), named in the legend, so the curve, the ceiling and the rings agree
+ * with the table beneath.
+ */
+export function speedupChart(report: BenchReport): string {
+  const { speedup, speedupFit } = report;
+  const fit = speedupFit && report[speedupFit];
+  const measured = speedup.flatMap((r): XY[] => (r.measured === undefined ? [] : [[r.batchSize, r.measured]]));
+  // Measured first: the legend entries after the fit's name are the fit's own.
+  const series: Series[] =
+    measured.length > 0 ? [{ name: 'measured', color: color(2), runs: [measured], line: true, dots: true }] : [];
+  let reference: Chart['reference'];
+  if (speedupFit && fit && speedup.length > 0) {
+    const label = FIT_LABELS[speedupFit];
+    const named = (name: string): Series => ({ name, color: '#888', runs: [], line: false, dots: false });
+    if (fit.ceiling === undefined) {
+      series.push(named(`${label} failed (${fit.failure ?? ''})`));
+    } else {
+      const maxB = Math.max(...speedup.map((r) => r.batchSize));
+      const curve = Array.from({ length: 65 }, (_, i): XY => {
+        const b = 1 + ((maxB - 1) * i) / 64;
+        return [b, predictedSpeedup(fit, b)];
+      });
+      const bounds = speedup.flatMap((r): XY[] =>
+        r.achievableBound === undefined ? [] : [[r.batchSize, r.achievableBound]],
+      );
+      series.push(
+        named(`from the ${label}:`),
+        { name: 'predicted S(B)', color: color(0), runs: [curve], line: true, dots: false },
+        { name: 'achievable at the load', color: color(3), runs: [bounds], line: false, dots: true, ring: true },
+      );
+      const highest = Math.max(...curve.map(([, y]) => y), ...measured.map(([, y]) => y));
+      // A ceiling far above the curves would squash them flat; it is then named, not drawn.
+      if (fit.ceiling <= 3 * highest) {
+        reference = { name: `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`, y: fit.ceiling };
+      } else {
+        series.push({ ...named(`ceiling ${formatCeiling(fit.ceiling)}, off the chart`), line: true, dashed: true });
+      }
+    }
+  }
+  return svgChart({
+    id: 'chart-speedup',
+    title: speedupFit
+      ? `Speedup S(B) from batching: measured, and predicted by the ${FIT_LABELS[speedupFit]}`
+      : 'Speedup S(B) from batching, measured',
+    description:
+      'Measured is best throughput at max_batch_size B over best at B = 1; the dashed line is the most batching can give.',
+    xLabel: 'max_batch_size B',
+    yLabel: 'speedup S(B) (×)',
+    series,
+    ...(reference ? { reference } : {}),
+    ...(series.length === 0 ? { empty: 'no fit and no max_batch_size 1 point to compare with' } : {}),
+  });
+}

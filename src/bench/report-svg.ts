@@ -1,0 +1,168 @@
+/**
+ * Inline SVG charts for the HTML report, drawn here with no library: the page must open with
+ * no network. A chart is its series and axes' labels; this file places them on the plot.
+ */
+
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}
+
+const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#59a14f', '#b07aa1', '#76b7b2', '#edc948', '#9c755f', '#ff9da7'];
+
+export function color(index: number): string {
+  return PALETTE[index % PALETTE.length] as string;
+}
+
+export type XY = readonly [x: number, y: number];
+
+export interface Series {
+  readonly name: string;
+  readonly color: string;
+  /** Each run is joined by a line; dots mark every point. */
+  readonly runs: readonly (readonly XY[])[];
+  readonly line: boolean;
+  readonly dots: boolean;
+  readonly dashed?: boolean;
+  /** Rings instead of dots, so they stay visible where another series' dots sit. */
+  readonly ring?: boolean;
+  /** Hover text per dot, in the order of the flattened runs. */
+  readonly tips?: readonly string[];
+}
+
+export interface Chart {
+  readonly id: string;
+  readonly title: string;
+  readonly description: string;
+  readonly xLabel: string;
+  readonly yLabel: string;
+  readonly series: readonly Series[];
+  /** A horizontal dashed line across the whole plot (the speedup ceiling). */
+  readonly reference?: { readonly name: string; readonly y: number };
+  readonly logY?: boolean;
+  readonly empty?: string;
+}
+
+const WIDTH = 820;
+const HEIGHT = 380;
+const MARGIN = { left: 64, right: 260, top: 16, bottom: 52 };
+
+interface Axis {
+  readonly ticks: readonly number[];
+  readonly toPixel: (value: number) => number;
+}
+
+export function svgChart(chart: Chart): string {
+  const plotRight = WIDTH - MARGIN.right;
+  const plotBottom = HEIGHT - MARGIN.bottom;
+  const all = chart.series.flatMap((s) => s.runs.flat());
+  const ys = [...all.map(([, y]) => y), ...(chart.reference ? [chart.reference.y] : [])];
+  const x = linearAxis(Math.max(0, ...all.map(([v]) => v)), MARGIN.left, plotRight);
+  const y =
+    chart.logY === true
+      ? logAxis(
+          ys.filter((v) => v > 0),
+          plotBottom,
+          MARGIN.top,
+        )
+      : linearAxis(Math.max(0, ...ys), plotBottom, MARGIN.top);
+  const parts: string[] = [
+    `<title id="${chart.id}-title">${escapeHtml(chart.title)}</title>`,
+    `<desc id="${chart.id}-desc">${escapeHtml(chart.description)}</desc>`,
+    `<rect x="${MARGIN.left}" y="${MARGIN.top}" width="${plotRight - MARGIN.left}" height="${plotBottom - MARGIN.top}" fill="#fcfcfc" stroke="#ccc"/>`,
+    ...x.ticks.map((t) => {
+      const px = fixed(x.toPixel(t));
+      return `<line x1="${px}" x2="${px}" y1="${MARGIN.top}" y2="${plotBottom}" stroke="#eee"/><text x="${px}" y="${plotBottom + 16}" text-anchor="middle">${tickLabel(t)}</text>`;
+    }),
+    ...y.ticks.map((t) => {
+      const py = fixed(y.toPixel(t));
+      return `<line x1="${MARGIN.left}" x2="${plotRight}" y1="${py}" y2="${py}" stroke="#eee"/><text x="${MARGIN.left - 6}" y="${py}" dy="4" text-anchor="end">${tickLabel(t)}</text>`;
+    }),
+    `<text x="${(MARGIN.left + plotRight) / 2}" y="${HEIGHT - 12}" text-anchor="middle">${escapeHtml(chart.xLabel)}</text>`,
+    `<text transform="translate(16 ${(MARGIN.top + plotBottom) / 2}) rotate(-90)" text-anchor="middle">${escapeHtml(chart.yLabel)}</text>`,
+  ];
+  if (chart.empty !== undefined) {
+    parts.push(
+      `<text x="${(MARGIN.left + plotRight) / 2}" y="${(MARGIN.top + plotBottom) / 2}" text-anchor="middle" fill="#888">${escapeHtml(chart.empty)}</text>`,
+    );
+  }
+  if (chart.reference) {
+    const py = fixed(y.toPixel(chart.reference.y));
+    parts.push(
+      `<line x1="${MARGIN.left}" x2="${plotRight}" y1="${py}" y2="${py}" stroke="#555" stroke-dasharray="6 4"/>`,
+    );
+  }
+  for (const s of chart.series) parts.push(drawSeries(s, x, y));
+  parts.push(legend(chart));
+  return `<figure>\n<svg viewBox="0 0 ${WIDTH} ${HEIGHT}" width="${WIDTH}" height="${HEIGHT}" role="img" aria-label="${escapeHtml(chart.title)}" aria-labelledby="${chart.id}-title ${chart.id}-desc">\n${parts.join('\n')}\n</svg>\n<figcaption>${escapeHtml(chart.description)}</figcaption>\n</figure>`;
+}
+
+function drawSeries(s: Series, x: Axis, y: Axis): string {
+  const at = ([vx, vy]: XY): [string, string] => [fixed(x.toPixel(vx)), fixed(y.toPixel(vy))];
+  const lines = s.line
+    ? s.runs.map(
+        (run) => `<polyline points="${run.map((point) => at(point).join(',')).join(' ')}" fill="none" ${stroke(s)}/>`,
+      )
+    : [];
+  const dots = s.dots
+    ? s.runs.flat().map((point, i) => {
+        const tip = s.tips?.[i];
+        return marker(s, ...at(point), tip === undefined ? '' : `<title>${escapeHtml(tip)}</title>`);
+      })
+    : [];
+  return `<g>${[...lines, ...dots].join('')}</g>`;
+}
+
+function stroke(s: Pick<Series, 'color' | 'dashed'>): string {
+  return `stroke="${s.color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="6 4"' : ''}`;
+}
+
+function marker(s: Pick<Series, 'color' | 'ring'>, cx: string, cy: string, inside = ''): string {
+  const paint =
+    s.ring === true
+      ? `r="6" fill="none" stroke="${s.color}" stroke-width="2"`
+      : `r="4" fill="${s.color}" stroke="#fff"`;
+  return `<circle cx="${cx}" cy="${cy}" ${paint}>${inside}</circle>`;
+}
+
+function legend(chart: Chart): string {
+  const entries: Series[] = [...chart.series];
+  if (chart.reference) {
+    entries.push({ name: chart.reference.name, color: '#555', runs: [], line: true, dots: false, dashed: true });
+  }
+  const left = WIDTH - MARGIN.right + 14;
+  return `<g>${entries
+    .map((e, i) => {
+      const cy = MARGIN.top + 10 + i * 20;
+      const line = e.line ? `<line x1="${left}" x2="${left + 22}" y1="${cy}" y2="${cy}" ${stroke(e)}/>` : '';
+      const dot = e.dots ? marker(e, String(left + 11), String(cy)) : '';
+      return `${line}${dot}<text x="${left + 30}" y="${cy}" dy="4">${escapeHtml(e.name)}</text>`;
+    })
+    .join('')}</g>`;
+}
+
+/** 0 to a round number at or above `max`, in steps of 1, 2 or 5 × 10^k. */
+function linearAxis(max: number, from: number, to: number): Axis {
+  const raw = (max > 0 ? max : 1) / 5;
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const step = ([1, 2, 5, 10].find((f) => f * magnitude >= raw) ?? 10) * magnitude;
+  const top = Math.ceil((max > 0 ? max : 1) / step) * step;
+  const ticks = Array.from({ length: Math.round(top / step) + 1 }, (_, i) => i * step);
+  return { ticks, toPixel: (v) => from + ((to - from) * v) / top };
+}
+
+/** Whole decades around the values, with 2 and 5 between them when there are few decades. */
+function logAxis(values: readonly number[], from: number, to: number): Axis {
+  const low = Math.floor(Math.log10(Math.min(...values)));
+  const high = Math.max(low + 1, Math.ceil(Math.log10(Math.max(...values))));
+  const decades = Array.from({ length: high - low + 1 }, (_, i) => 10 ** (low + i));
+  const ticks = high - low <= 2 ? decades.flatMap((d) => [d, 2 * d, 5 * d]).filter((t) => t <= 10 ** high) : decades;
+  return { ticks, toPixel: (v) => from + ((to - from) * (Math.log10(Math.max(v, 10 ** low)) - low)) / (high - low) };
+}
+
+function tickLabel(value: number): string {
+  return String(Number(value.toPrecision(6)));
+}
+
+function fixed(pixel: number): string {
+  return pixel.toFixed(1);
+}
