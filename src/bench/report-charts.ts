@@ -5,7 +5,7 @@
 import { predictedSpeedup } from './fit.js';
 import type { BenchReport, PointResult } from './report-types.js';
 import { FIT_LABELS, describePoint, describeServer, formatCeiling, noFitReason } from './report-table.js';
-import { type Chart, type Series, type XY, color, svgChart } from './report-svg.js';
+import { type Chart, type Series, type XY, look, svgChart } from './report-svg.js';
 
 export function latencyChart(points: readonly PointResult[]): string {
   const configs = new Map<string, PointResult[]>();
@@ -26,7 +26,7 @@ export function latencyChart(points: readonly PointResult[]): string {
     const adaptive = group[0]?.server?.maxQueueDelayUs === 'auto';
     return {
       name: adaptive ? `${name} (adaptive)` : name,
-      color: color(i),
+      ...look(i),
       runs,
       line: true,
       dots: true,
@@ -66,7 +66,7 @@ export function batchCostChart(report: BenchReport): string {
     const tips = f.samples.map((s) => `${label}: B=${s.batchSize}, ${s.ms.toFixed(3)} ms over ${s.count} passes`);
     const measured: Series = {
       name: `${label}: measured`,
-      color: color(i),
+      ...look(i),
       runs: [samples],
       line: false,
       dots: true,
@@ -77,7 +77,7 @@ export function batchCostChart(report: BenchReport): string {
       f.failure === undefined
         ? {
             name: `${label}: c + m·B`,
-            color: color(i),
+            color: look(i).color,
             runs: [
               [
                 [0, f.c],
@@ -88,7 +88,7 @@ export function batchCostChart(report: BenchReport): string {
             dots: false,
             dashed: i > 0,
           }
-        : { name: `${label} failed: ${f.failure}`, color: color(i), runs: [], line: false, dots: false };
+        : { name: `${label} failed: ${f.failure}`, color: look(i).color, runs: [], line: false, dots: false };
     return [measured, line];
   });
   return svgChart({
@@ -113,7 +113,7 @@ export function speedupChart(report: BenchReport): string {
   const measured = speedup.flatMap((r): XY[] => (r.measured === undefined ? [] : [[r.batchSize, r.measured]]));
   // Measured first: the legend entries after the fit's name are the fit's own.
   const series: Series[] =
-    measured.length > 0 ? [{ name: 'measured', color: color(2), runs: [measured], line: true, dots: true }] : [];
+    measured.length > 0 ? [{ name: 'measured', ...look(2), runs: [measured], line: true, dots: true }] : [];
   let reference: Chart['reference'];
   if (speedupFit && fit && speedup.length > 0) {
     const label = FIT_LABELS[speedupFit];
@@ -131,8 +131,8 @@ export function speedupChart(report: BenchReport): string {
       );
       series.push(
         named(`from the ${label}:`),
-        { name: 'predicted S(B)', color: color(0), runs: [curve], line: true, dots: false },
-        { name: 'achievable at the load', color: color(3), runs: [bounds], line: false, dots: true, ring: true },
+        { name: 'predicted S(B)', color: look(0).color, runs: [curve], line: true, dots: false },
+        { name: 'achievable at the load', ...look(3), runs: [bounds], line: false, dots: true, ring: true },
       );
       const highest = Math.max(...curve.map(([, y]) => y), ...measured.map(([, y]) => y));
       // A ceiling far above the curves would squash them flat; it is then named, not drawn.

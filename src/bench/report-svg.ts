@@ -7,10 +7,19 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 }
 
-const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#59a14f', '#b07aa1', '#76b7b2', '#edc948', '#9c755f', '#ff9da7'];
+/**
+ * Okabe and Ito's palette, safe for the common colour blindnesses, less its yellow, which is
+ * lost on white. The marker's shape changes with the colour, so series stay apart in grey and
+ * past the seventh colour: a (colour, shape) pair comes back only after 35 series.
+ */
+const PALETTE = ['#0072b2', '#e69f00', '#009e73', '#d55e00', '#cc79a7', '#56b4e9', '#000000'];
+const SHAPES = ['circle', 'square', 'triangle', 'diamond', 'inverted triangle'] as const;
 
-export function color(index: number): string {
-  return PALETTE[index % PALETTE.length] as string;
+export type Shape = (typeof SHAPES)[number];
+
+/** The colour and marker of a chart's `index`th series. */
+export function look(index: number): { readonly color: string; readonly shape: Shape } {
+  return { color: PALETTE[index % PALETTE.length] as string, shape: SHAPES[index % SHAPES.length] as Shape };
 }
 
 export type XY = readonly [x: number, y: number];
@@ -18,12 +27,14 @@ export type XY = readonly [x: number, y: number];
 export interface Series {
   readonly name: string;
   readonly color: string;
+  /** The dots' marker; a circle when not given. */
+  readonly shape?: Shape;
   /** Each run is joined by a line; dots mark every point. */
   readonly runs: readonly (readonly XY[])[];
   readonly line: boolean;
   readonly dots: boolean;
   readonly dashed?: boolean;
-  /** Rings instead of dots, so they stay visible where another series' dots sit. */
+  /** Hollow markers, so they stay visible where another series' dots sit. */
   readonly ring?: boolean;
   /** Hover text per dot, in the order of the flattened runs. */
   readonly tips?: readonly string[];
@@ -97,10 +108,11 @@ export function svgChart(chart: Chart): string {
 }
 
 function drawSeries(s: Series, x: Axis, y: Axis): string {
-  const at = ([vx, vy]: XY): [string, string] => [fixed(x.toPixel(vx)), fixed(y.toPixel(vy))];
+  const at = ([vx, vy]: XY): [number, number] => [x.toPixel(vx), y.toPixel(vy)];
   const lines = s.line
     ? s.runs.map(
-        (run) => `<polyline points="${run.map((point) => at(point).join(',')).join(' ')}" fill="none" ${stroke(s)}/>`,
+        (run) =>
+          `<polyline points="${run.map((point) => at(point).map(fixed).join(',')).join(' ')}" fill="none" ${stroke(s)}/>`,
       )
     : [];
   const dots = s.dots
@@ -109,19 +121,54 @@ function drawSeries(s: Series, x: Axis, y: Axis): string {
         return marker(s, ...at(point), tip === undefined ? '' : `<title>${escapeHtml(tip)}</title>`);
       })
     : [];
-  return `<g>${[...lines, ...dots].join('')}</g>`;
+  return `<g data-series="${escapeHtml(s.name)}">${[...lines, ...dots].join('')}</g>`;
 }
 
 function stroke(s: Pick<Series, 'color' | 'dashed'>): string {
   return `stroke="${s.color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="6 4"' : ''}`;
 }
 
-function marker(s: Pick<Series, 'color' | 'ring'>, cx: string, cy: string, inside = ''): string {
+function marker(s: Pick<Series, 'color' | 'ring' | 'shape'>, cx: number, cy: number, inside = ''): string {
+  const shape = s.shape ?? 'circle';
   const paint =
-    s.ring === true
-      ? `r="6" fill="none" stroke="${s.color}" stroke-width="2"`
-      : `r="4" fill="${s.color}" stroke="#fff"`;
-  return `<circle cx="${cx}" cy="${cy}" ${paint}>${inside}</circle>`;
+    s.ring === true ? `fill="none" stroke="${s.color}" stroke-width="2"` : `fill="${s.color}" stroke="#fff"`;
+  return `<path d="${outline(shape, cx, cy, s.ring === true ? 6 : 4.5)}" data-shape="${shape}" ${paint}>${inside}</path>`;
+}
+
+/** A shape of about the same area whatever it is, centred on (cx, cy). */
+function outline(shape: Shape, cx: number, cy: number, r: number): string {
+  const path = (corners: readonly XY[]): string =>
+    `M${corners.map(([dx, dy]) => `${fixed(cx + dx * r)},${fixed(cy + dy * r)}`).join('L')}Z`;
+  switch (shape) {
+    case 'circle':
+      return `M${fixed(cx - r)},${fixed(cy)}a${r},${r} 0 1,0 ${2 * r},0a${r},${r} 0 1,0 ${-2 * r},0Z`;
+    case 'square':
+      return path([
+        [-0.9, -0.9],
+        [0.9, -0.9],
+        [0.9, 0.9],
+        [-0.9, 0.9],
+      ]);
+    case 'triangle':
+      return path([
+        [0, -1.3],
+        [1.2, 0.8],
+        [-1.2, 0.8],
+      ]);
+    case 'diamond':
+      return path([
+        [0, -1.25],
+        [1.25, 0],
+        [0, 1.25],
+        [-1.25, 0],
+      ]);
+    case 'inverted triangle':
+      return path([
+        [0, 1.3],
+        [1.2, -0.8],
+        [-1.2, -0.8],
+      ]);
+  }
 }
 
 function legend(chart: Chart): string {
@@ -134,7 +181,7 @@ function legend(chart: Chart): string {
     .map((e, i) => {
       const cy = MARGIN.top + 10 + i * 20;
       const line = e.line ? `<line x1="${left}" x2="${left + 22}" y1="${cy}" y2="${cy}" ${stroke(e)}/>` : '';
-      const dot = e.dots ? marker(e, String(left + 11), String(cy)) : '';
+      const dot = e.dots ? marker(e, left + 11, cy) : '';
       return `${line}${dot}<text x="${left + 30}" y="${cy}" dy="4">${escapeHtml(e.name)}</text>`;
     })
     .join('')}</g>`;
