@@ -4,10 +4,19 @@
  */
 import { predictedSpeedup } from './fit.js';
 import type { BenchReport, PointResult } from './report-types.js';
-import { FIT_LABELS, describePoint, describeServer, formatCeiling, noFitReason } from './report-table.js';
+import {
+  FIT_LABELS,
+  describePoint,
+  describeServer,
+  formatCeiling,
+  noFitReason,
+  round,
+  stabilityLabel,
+} from './report-table.js';
 import { type Chart, type Series, type XY, look, svgChart } from './report-svg.js';
 
-export function latencyChart(points: readonly PointResult[]): string {
+export function latencyChart(report: BenchReport): string {
+  const { points, recommendation, sloP99Ms } = report;
   const configs = new Map<string, PointResult[]>();
   for (const point of points) {
     const key = describeServer(point.server);
@@ -32,19 +41,39 @@ export function latencyChart(points: readonly PointResult[]): string {
       dots: true,
       dashed: adaptive,
       tips,
+      points: byKind.flat().map(describePoint),
     };
   });
-  const p99s = points.map((p) => p.latency.p99).filter((v) => v > 0);
+  // The budget counts in the scale: a line far above the points would squash them flat.
+  const p99s = [...points.map((p) => p.latency.p99), ...(sloP99Ms === undefined ? [] : [sloP99Ms])].filter(
+    (v) => v > 0,
+  );
   const logY = p99s.length > 0 && Math.max(...p99s) / Math.min(...p99s) > 20;
+  const recommended = recommendation?.point;
   return svgChart({
     id: 'chart-latency',
     title: 'Throughput against p99 latency, one line per server configuration',
     description:
-      'Each line joins one configuration’s load levels in order; further right is more throughput, lower is faster.',
+      'Each line joins one configuration’s load levels in order; further right is more throughput, lower is faster.' +
+      (sloP99Ms === undefined ? '' : ' The dashed line is the p99 budget.') +
+      (recommended ? ' The ringed point is the recommendation.' : ''),
     xLabel: 'throughput (req/s)',
     yLabel: logY ? 'p99 latency (ms, log scale)' : 'p99 latency (ms)',
     series,
     logY,
+    ...(sloP99Ms === undefined
+      ? {}
+      : { reference: { kind: 'slo', name: `p99 SLO ${round(sloP99Ms, 2)} ms`, y: sloP99Ms } }),
+    ...(recommended
+      ? {
+          marked: {
+            at: [recommended.throughput, recommended.latency.p99],
+            point: describePoint(recommended),
+            label: `recommended: ${describePoint(recommended)} (${stabilityLabel(recommended)})`,
+            legend: `recommended (${recommended.stable ? 'stable' : 'UNSTABLE'})`,
+          },
+        }
+      : {}),
     ...(points.length === 0 ? { empty: 'no points were measured' } : {}),
   });
 }
@@ -137,7 +166,7 @@ export function speedupChart(report: BenchReport): string {
       const highest = Math.max(...curve.map(([, y]) => y), ...measured.map(([, y]) => y));
       // A ceiling far above the curves would squash them flat; it is then named, not drawn.
       if (fit.ceiling <= 3 * highest) {
-        reference = { name: `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`, y: fit.ceiling };
+        reference = { kind: 'ceiling', name: `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`, y: fit.ceiling };
       } else {
         series.push({ ...named(`ceiling ${formatCeiling(fit.ceiling)}, off the chart`), line: true, dashed: true });
       }

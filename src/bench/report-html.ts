@@ -10,11 +10,13 @@ import {
   SPEEDUP_ALIGN,
   SPEEDUP_COLUMNS,
   describePlan,
+  describePoint,
   describeRecommendation,
   fitSummary,
   pointTable,
   speedupCaption,
   speedupCells,
+  stabilityLabel,
 } from './report-table.js';
 import { escapeHtml } from './report-svg.js';
 
@@ -29,6 +31,7 @@ figure { margin: 1rem 0; } figcaption { color: #555; font-size: .9rem; }
 svg { max-width: 100%; height: auto; font: 12px system-ui, sans-serif; }
 pre { background: #f6f6f6; padding: .75rem; display: inline-block; }
 .warn li { color: #a33; }
+.recommendation .stable { color: #17633a; } .recommendation .unstable { color: #a33; }
 `;
 
 export function renderHtml(report: BenchReport): string {
@@ -49,7 +52,7 @@ ${recommendationSection(report)}
 ${planSection(report)}
 ${report.warnings.length === 0 ? '' : `<h2>Warnings</h2>\n${htmlList(report.warnings, 'warn')}`}
 <h2>Throughput and tail latency</h2>
-${latencyChart(report.points)}
+${latencyChart(report)}
 <h2>Cost of a forward pass</h2>
 ${batchCostChart(report)}
 ${htmlList(fitSummary(report))}
@@ -63,10 +66,21 @@ ${htmlPointTable(report.points)}
 `;
 }
 
+/**
+ * The one recommendation, its stability in bold, as `data-recommendation` for scripts and
+ * tests; with --plan it is the plan's configuration (buildReport), so the two sections agree.
+ */
 function recommendationSection(report: BenchReport): string {
   const text = describeRecommendation(report);
   if (text === undefined || !report.recommendation) return '';
-  return `<h2>Recommendation</h2>\n<p>${escapeHtml(text)}</p>\n<pre>${escapeHtml(report.recommendation.snippet)}</pre>`;
+  const { point, snippet } = report.recommendation;
+  const label = escapeHtml(stabilityLabel(point));
+  const stability = point.stable ? 'stable' : 'unstable';
+  const statement = escapeHtml(text).replace(label, `<strong class="${stability}">${label}</strong>`);
+  return (
+    `<h2>Recommendation</h2>\n<p class="recommendation" data-recommendation="${escapeHtml(describePoint(point))}" data-stability="${stability}">${statement}</p>\n` +
+    `<pre>${escapeHtml(snippet)}</pre>`
+  );
 }
 
 function planSection(report: BenchReport): string {

@@ -38,6 +38,8 @@ export interface Series {
   readonly ring?: boolean;
   /** Hover text per dot, in the order of the flattened runs. */
   readonly tips?: readonly string[];
+  /** Which measured point each dot is (describePoint), in the same order, as `data-point`. */
+  readonly points?: readonly string[];
 }
 
 export interface Chart {
@@ -47,8 +49,10 @@ export interface Chart {
   readonly xLabel: string;
   readonly yLabel: string;
   readonly series: readonly Series[];
-  /** A horizontal dashed line across the whole plot (the speedup ceiling). */
-  readonly reference?: { readonly name: string; readonly y: number };
+  /** A horizontal dashed line across the whole plot, named on it: the p99 SLO, the speedup ceiling. */
+  readonly reference?: { readonly kind: 'slo' | 'ceiling'; readonly name: string; readonly y: number };
+  /** One point ringed and named on the plot: the recommendation. */
+  readonly marked?: { readonly at: XY; readonly point: string; readonly label: string; readonly legend: string };
   readonly logY?: boolean;
   readonly empty?: string;
 }
@@ -97,12 +101,16 @@ export function svgChart(chart: Chart): string {
     );
   }
   if (chart.reference) {
-    const py = fixed(y.toPixel(chart.reference.y));
+    const { kind, name, y: value } = chart.reference;
+    const py = y.toPixel(value);
     parts.push(
-      `<line x1="${MARGIN.left}" x2="${plotRight}" y1="${py}" y2="${py}" stroke="#555" stroke-dasharray="6 4"/>`,
+      `<g data-reference="${kind}"><line x1="${MARGIN.left}" x2="${plotRight}" y1="${fixed(py)}" y2="${fixed(py)}" stroke="#555" stroke-dasharray="6 4"><title>${escapeHtml(name)}</title></line>` +
+        `<text x="${plotRight - 4}" y="${fixed(py - 5)}" text-anchor="end" fill="#333">${escapeHtml(name)}</text></g>`,
     );
   }
   for (const s of chart.series) parts.push(drawSeries(s, x, y));
+  // Drawn last, so no series' line or dot hides it.
+  if (chart.marked) parts.push(drawMarked(chart.marked, x.toPixel(chart.marked.at[0]), y.toPixel(chart.marked.at[1])));
   parts.push(legend(chart));
   return `<figure>\n<svg viewBox="0 0 ${WIDTH} ${HEIGHT}" width="${WIDTH}" height="${HEIGHT}" role="img" aria-label="${escapeHtml(chart.title)}" aria-labelledby="${chart.id}-title ${chart.id}-desc">\n${parts.join('\n')}\n</svg>\n<figcaption>${escapeHtml(chart.description)}</figcaption>\n</figure>`;
 }
@@ -118,7 +126,9 @@ function drawSeries(s: Series, x: Axis, y: Axis): string {
   const dots = s.dots
     ? s.runs.flat().map((point, i) => {
         const tip = s.tips?.[i];
-        return marker(s, ...at(point), tip === undefined ? '' : `<title>${escapeHtml(tip)}</title>`);
+        const id = s.points?.[i];
+        const inside = tip === undefined ? '' : `<title>${escapeHtml(tip)}</title>`;
+        return marker(s, ...at(point), inside, id === undefined ? '' : ` data-point="${escapeHtml(id)}"`);
       })
     : [];
   return `<g data-series="${escapeHtml(s.name)}">${[...lines, ...dots].join('')}</g>`;
@@ -128,11 +138,36 @@ function stroke(s: Pick<Series, 'color' | 'dashed'>): string {
   return `stroke="${s.color}" stroke-width="2"${s.dashed === true ? ' stroke-dasharray="6 4"' : ''}`;
 }
 
-function marker(s: Pick<Series, 'color' | 'ring' | 'shape'>, cx: number, cy: number, inside = ''): string {
+function marker(
+  s: Pick<Series, 'color' | 'ring' | 'shape'>,
+  cx: number,
+  cy: number,
+  inside = '',
+  attributes = '',
+): string {
   const shape = s.shape ?? 'circle';
   const paint =
     s.ring === true ? `fill="none" stroke="${s.color}" stroke-width="2"` : `fill="${s.color}" stroke="#fff"`;
-  return `<path d="${outline(shape, cx, cy, s.ring === true ? 6 : 4.5)}" data-shape="${shape}" ${paint}>${inside}</path>`;
+  return `<path d="${outline(shape, cx, cy, s.ring === true ? 6 : 4.5)}" data-shape="${shape}"${attributes} ${paint}>${inside}</path>`;
+}
+
+/**
+ * Two black rings around the point, wider than any series' marker so it shows whatever its
+ * colour, and the word on the plot beside it, above unless the point is near the top.
+ */
+function drawMarked(marked: NonNullable<Chart['marked']>, cx: number, cy: number): string {
+  const label = escapeHtml(marked.label);
+  const textY = cy - MARGIN.top < 28 ? cy + 26 : cy - 18;
+  return (
+    `<g data-recommended="${escapeHtml(marked.point)}" aria-label="${label}"><title>${label}</title>${rings(cx, cy, 9)}` +
+    `<text x="${fixed(cx)}" y="${fixed(textY)}" text-anchor="middle" font-weight="bold">recommended</text></g>`
+  );
+}
+
+function rings(cx: number, cy: number, r: number): string {
+  const ring = (radius: number, width: number): string =>
+    `<circle cx="${fixed(cx)}" cy="${fixed(cy)}" r="${radius}" fill="none" stroke="#000" stroke-width="${width}"/>`;
+  return ring(r, 2.5) + ring(r + 4, 1);
 }
 
 /** A shape of about the same area whatever it is, centred on (cx, cy). */
@@ -184,7 +219,12 @@ function legend(chart: Chart): string {
       const dot = e.dots ? marker(e, left + 11, cy) : '';
       return `${line}${dot}<text x="${left + 30}" y="${cy}" dy="4">${escapeHtml(e.name)}</text>`;
     })
-    .join('')}</g>`;
+    .join('')}${markedEntry(chart, left, MARGIN.top + 10 + entries.length * 20)}</g>`;
+}
+
+function markedEntry(chart: Chart, left: number, cy: number): string {
+  if (!chart.marked) return '';
+  return `${rings(left + 11, cy, 4)}<text x="${left + 30}" y="${cy}" dy="4">${escapeHtml(chart.marked.legend)}</text>`;
 }
 
 /** 0 to a round number at or above `max`, in steps of 1, 2 or 5 × 10^k. */

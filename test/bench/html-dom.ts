@@ -62,6 +62,12 @@ export function textOf(element: Element): string {
   return parts.join('').replace(/\s+/g, ' ').trim();
 }
 
+/** The text of `element`'s own <title>: its tooltip and accessible name. */
+export function tooltipOf(element: Element): string | undefined {
+  const title = element.childNodes.find((child): child is Element => isElement(child) && child.tagName === 'title');
+  return title?.childNodes.map((node) => ('value' in node ? node.value : '')).join('');
+}
+
 /** The chart whose <svg> holds the title with this id prefix ('chart-latency'). */
 export function chart(root: Element, id: string): Element {
   const [svg] = byTag(root, 'svg').filter((element) => attribute(element, 'aria-labelledby')?.startsWith(`${id}-`));
