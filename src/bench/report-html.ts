@@ -24,8 +24,9 @@ const STYLE = `
 body { font: 14px/1.45 system-ui, sans-serif; color: #222; margin: 2rem auto; max-width: 1100px; padding: 0 1rem; }
 h1 { font-size: 1.5rem; margin-bottom: .25rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
 .meta { color: #555; margin-top: 0; }
-table { border-collapse: collapse; margin: .5rem 0; font-variant-numeric: tabular-nums; }
-th, td { border-bottom: 1px solid #ddd; padding: .25rem .6rem; text-align: right; white-space: nowrap; }
+.table-scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; margin: .5rem 0; font-variant-numeric: tabular-nums; font-size: .9rem; }
+th, td { border-bottom: 1px solid #ddd; padding: .2rem .45rem; text-align: right; white-space: nowrap; }
 th { background: #f4f4f4; } .left { text-align: left; } .center { text-align: center; }
 figure { margin: 1rem 0; } figcaption { color: #555; font-size: .9rem; }
 svg { max-width: 100%; height: auto; font: 12px system-ui, sans-serif; }
@@ -58,7 +59,7 @@ ${batchCostChart(report)}
 ${htmlList(fitSummary(report))}
 <h2>Speedup from batching</h2>
 ${speedupChart(report)}
-${report.speedup.length > 0 ? `<p>${escapeHtml(speedupCaption(report))}</p>\n${htmlTable(SPEEDUP_COLUMNS, report.speedup.map(speedupCells), SPEEDUP_ALIGN)}` : ''}
+${report.speedup.length > 0 ? `<p>${escapeHtml(speedupCaption(report))}</p>\n${htmlTable('speedup by max_batch_size', SPEEDUP_COLUMNS, report.speedup.map(speedupCells), SPEEDUP_ALIGN)}` : ''}
 <h2>Results</h2>
 ${htmlPointTable(report.points)}
 </body>
@@ -109,13 +110,18 @@ function summaryHeader(report: BenchReport): string {
     .join(' · ')}</p>`;
 }
 
-/** Right is the stylesheet's default alignment; only the others need a class. */
 function htmlPointTable(points: readonly PointResult[]): string {
   const { columns, rows, align } = pointTable(points);
-  return htmlTable(columns, rows, align);
+  return htmlTable('results, one row per point', columns, rows, align);
 }
 
+/**
+ * Right is the stylesheet's default alignment; only the others need a class. A table wider
+ * than the window (a dozen columns of figures, a long stable reason) scrolls in its own box,
+ * which the keyboard can reach and a screen reader names, rather than widening the page.
+ */
 function htmlTable(
+  name: string,
   head: readonly string[],
   rows: readonly string[][],
   aligns: readonly Table.HorizontalAlignment[],
@@ -126,5 +132,8 @@ function htmlTable(
   };
   const line = (tag: string, cells: readonly string[]): string =>
     `<tr>${cells.map((text, i) => cell(tag, text, i)).join('')}</tr>`;
-  return `<table>\n<thead>${line('th', head)}</thead>\n<tbody>\n${rows.map((r) => line('td', r)).join('\n')}\n</tbody>\n</table>`;
+  return (
+    `<div class="table-scroll" role="region" tabindex="0" aria-label="${escapeHtml(name)}">\n` +
+    `<table>\n<thead>${line('th', head)}</thead>\n<tbody>\n${rows.map((r) => line('td', r)).join('\n')}\n</tbody>\n</table>\n</div>`
+  );
 }

@@ -184,3 +184,18 @@ test('the p99 SLO is a labelled line on the latency chart when bench had one, an
   assert.equal(withAttribute(without, 'data-recommended').length, 0);
   assert.equal(withAttribute(without, 'data-recommendation').length, 0);
 });
+
+test('each table scrolls inside its own box instead of widening the page', () => {
+  const { page } = pageAndJson(sampleReport);
+  const tables = byTag(page, 'table');
+  assert.equal(tables.length, 2, 'the speedup table and the results');
+  for (const table of tables) {
+    const box = table.parentNode as Element;
+    assert.equal(box.tagName, 'div');
+    assert.equal(attribute(box, 'class'), 'table-scroll');
+    assert.equal(attribute(box, 'role'), 'region', 'named for a screen reader');
+    assert.equal(attribute(box, 'tabindex'), '0', 'scrollable from the keyboard');
+  }
+  const [style] = byTag(page, 'style');
+  assert.match(textOf(style as Element), /\.table-scroll \{[^}]*overflow-x: auto/);
+});
