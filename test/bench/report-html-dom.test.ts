@@ -4,13 +4,23 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { recommend } from '../../src/bench/fit.js';
+import { fitBatchCost, recommend, speedupTable } from '../../src/bench/fit.js';
 import { buildReport } from '../../src/bench/report.js';
 import { renderHtml } from '../../src/bench/report-html.js';
 import { describePoint, describeRecommendation, describeServer } from '../../src/bench/report-table.js';
 import type { BenchReport, PointResult } from '../../src/bench/report-types.js';
 import { leastDifference } from './colour-vision.js';
-import { type Element, attribute, byTag, chart, parsePage, textOf, tooltipOf, withAttribute } from './html-dom.js';
+import {
+  type Element,
+  attribute,
+  byTag,
+  captionOf,
+  chart,
+  parsePage,
+  textOf,
+  tooltipOf,
+  withAttribute,
+} from './html-dom.js';
 import { SAMPLE_SLO_P99_MS, samplePoint, samplePoints, sampleReport, sampleServerSamples } from './sample-report.js';
 
 /** The page of `report` once it has been through its JSON file, as a CI script would read it. */
@@ -198,4 +208,81 @@ test('each table scrolls inside its own box instead of widening the page', () =>
   }
   const [style] = byTag(page, 'style');
   assert.match(textOf(style as Element), /\.table-scroll \{[^}]*overflow-x: auto/);
+});
+
+/** What each chart draws and what its caption says of it. */
+function linesAndCaptions(report: BenchReport): {
+  speedup: { caption: string; ceiling: boolean };
+  batchCost: { caption: string; fitLines: number; dashedFitLines: number };
+} {
+  const page = parsePage(renderHtml(report));
+  const speedup = chart(page, 'chart-speedup');
+  const batchCost = chart(page, 'chart-batch-cost');
+  const fitLines = withAttribute(batchCost, 'data-series')
+    .filter((group) => attribute(group, 'data-series')?.endsWith(': c + m·B'))
+    .flatMap((group) => byTag(group, 'polyline'));
+  return {
+    speedup: { caption: captionOf(speedup), ceiling: withAttribute(speedup, 'data-reference').length > 0 },
+    batchCost: {
+      caption: captionOf(batchCost),
+      fitLines: fitLines.length,
+      dashedFitLines: fitLines.filter((line) => attribute(line, 'stroke-dasharray') !== undefined).length,
+    },
+  };
+}
+
+test('the captions name a fitted or dashed line only when the chart draws it, and say why when not', () => {
+  const failedFit = { c: -21.4, m: 10, r2: 0.954, failure: 'c < 0' as const, poorFit: false };
+  const farCeiling = fitBatchCost(
+    [1, 2, 4, 8, 16].map((batchSize) => ({ batchSize, ms: 50 + 0.5 * batchSize, count: 100 })),
+  );
+  assert.ok(farCeiling?.ceiling !== undefined && farCeiling.ceiling > 100);
+  const reports: Record<string, BenchReport> = {
+    'both fits, the ceiling drawn': sampleReport,
+    'the server fit failed': {
+      ...sampleReport,
+      fit: { ...failedFit, samples: sampleReport.fit?.samples ?? [] },
+      inProcess: undefined,
+      speedup: sampleReport.speedup.map(({ batchSize, measured }) => ({ batchSize, measured })),
+    },
+    'the ceiling far above the curves': {
+      ...sampleReport,
+      fit: farCeiling,
+      inProcess: undefined,
+      speedup: speedupTable(farCeiling, samplePoints),
+    },
+    'no fit at all': { ...sampleReport, fit: undefined, inProcess: undefined, speedupFit: undefined, speedup: [] },
+  };
+  const seen = Object.fromEntries(Object.entries(reports).map(([name, report]) => [name, linesAndCaptions(report)]));
+  for (const [name, { speedup, batchCost }] of Object.entries(seen)) {
+    assert.equal(/dashed/.test(speedup.caption), speedup.ceiling, `${name}: S(B) caption “${speedup.caption}”`);
+    assert.equal(
+      /line crosses/.test(batchCost.caption),
+      batchCost.fitLines > 0,
+      `${name}: T(B) “${batchCost.caption}”`,
+    );
+    assert.equal(
+      /dashed/.test(batchCost.caption),
+      batchCost.dashedFitLines > 0,
+      `${name}: T(B) “${batchCost.caption}”`,
+    );
+  }
+  assert.ok(seen['both fits, the ceiling drawn']?.speedup.ceiling, 'a case that draws the ceiling');
+  assert.equal(seen['both fits, the ceiling drawn']?.batchCost.dashedFitLines, 1, 'and the dashed in-process line');
+  assert.match(
+    seen['the server fit failed']?.speedup.caption ?? '',
+    /measured only: the server fit failed \(c < 0\), so it predicts nothing/,
+  );
+  assert.match(
+    seen['the server fit failed']?.batchCost.caption ?? '',
+    /no line is drawn: the server fit failed \(c < 0\)/,
+  );
+  assert.match(
+    seen['the ceiling far above the curves']?.speedup.caption ?? '',
+    /ceiling 1 \+ c\/m = \d+\.\d\d× is too far above to draw/,
+  );
+  assert.match(
+    seen['no fit at all']?.batchCost.caption ?? '',
+    /no line: the server reported fewer than two batch sizes/,
+  );
 });
