@@ -123,12 +123,30 @@ export function batchCostChart(report: BenchReport): string {
   return svgChart({
     id: 'chart-batch-cost',
     title: 'Forward-pass time T(B) by batch size, with the fitted line c + m·B',
-    description: 'Dots are mean compute times per batch size; the line crosses B = 0 at c, the fixed cost per pass.',
+    description: `Dots are mean compute times per batch size; ${batchCostLines(report)}.`,
     xLabel: 'batch size B (rows per forward pass)',
     yLabel: 'T(B) (ms)',
     series,
     ...(series.length === 0 ? { empty: noFitReason(report) } : {}),
   });
+}
+
+/** What the T(B) chart's caption says of the lines: only those drawn, and why any is not. */
+function batchCostLines(report: BenchReport): string {
+  const fits = (['fit', 'inProcess'] as const).flatMap((key) => {
+    const fit = report[key];
+    return fit ? [{ key, label: FIT_LABELS[key], failure: fit.failure }] : [];
+  });
+  const drawn = fits.filter((f) => f.failure === undefined);
+  const failed = fits.flatMap((f) => (f.failure === undefined ? [] : [`the ${f.label} failed (${f.failure})`]));
+  if (fits.length === 0) return `no line: ${noFitReason(report)}`;
+  if (drawn.length === 0) return `no line is drawn: ${failed.join(' and ')}`;
+  const lines = [
+    `${drawn.length === 1 ? 'the fitted line crosses' : 'each fitted line crosses'} B = 0 at c, the fixed cost per pass`,
+    ...(drawn.some((f) => f.key === 'inProcess') && drawn.length > 1 ? ['the in-process fit’s is dashed'] : []),
+    ...failed.map((failure) => `${failure} and is not drawn`),
+  ];
+  return lines.join('; ');
 }
 
 /**
@@ -144,11 +162,14 @@ export function speedupChart(report: BenchReport): string {
   const series: Series[] =
     measured.length > 0 ? [{ name: 'measured', ...look(2), runs: [measured], line: true, dots: true }] : [];
   let reference: Chart['reference'];
+  // The caption names only the lines drawn: a dashed ceiling that is not there misleads.
+  let prediction = fit ? 'no max_batch_size was measured to predict' : `no fit predicts it: ${noFitReason(report)}`;
   if (speedupFit && fit && speedup.length > 0) {
     const label = FIT_LABELS[speedupFit];
     const named = (name: string): Series => ({ name, color: '#888', runs: [], line: false, dots: false });
     if (fit.ceiling === undefined) {
       series.push(named(`${label} failed (${fit.failure ?? ''})`));
+      prediction = `measured only: the ${label} failed (${fit.failure ?? ''}), so it predicts nothing`;
     } else {
       const maxB = Math.max(...speedup.map((r) => r.batchSize));
       const curve = Array.from({ length: 65 }, (_, i): XY => {
@@ -167,8 +188,10 @@ export function speedupChart(report: BenchReport): string {
       // A ceiling far above the curves would squash them flat; it is then named, not drawn.
       if (fit.ceiling <= 3 * highest) {
         reference = { kind: 'ceiling', name: `ceiling 1 + c/m = ${formatCeiling(fit.ceiling)}`, y: fit.ceiling };
+        prediction = `the curve is the ${label}’s prediction, and the dashed line its ceiling 1 + c/m, the most batching can give`;
       } else {
         series.push({ ...named(`ceiling ${formatCeiling(fit.ceiling)}, off the chart`), line: true, dashed: true });
+        prediction = `the curve is the ${label}’s prediction; its ceiling 1 + c/m = ${formatCeiling(fit.ceiling)} is too far above to draw`;
       }
     }
   }
@@ -177,8 +200,7 @@ export function speedupChart(report: BenchReport): string {
     title: speedupFit
       ? `Speedup S(B) from batching: measured, and predicted by the ${FIT_LABELS[speedupFit]}`
       : 'Speedup S(B) from batching, measured',
-    description:
-      'Measured is best throughput at max_batch_size B over best at B = 1; the dashed line is the most batching can give.',
+    description: `Measured is best throughput at max_batch_size B over best at B = 1; ${prediction}.`,
     xLabel: 'max_batch_size B',
     yLabel: 'speedup S(B) (×)',
     series,
