@@ -216,17 +216,28 @@ export function describeRecommendation(report: BenchReport): string | undefined 
   const rec = report.recommendation;
   if (!rec) return undefined;
   const { point } = rec;
-  const variation = point.variation;
-  const stability = point.stable
-    ? variation
-      ? `stable: windows within ±${round(Math.max(variation.throughputPct, variation.p99Pct), 1)} %`
-      : 'stable'
-    : `UNSTABLE${variation ? `: p99 varied ±${round(variation.p99Pct, 1)} %, throughput ±${round(variation.throughputPct, 1)} % between windows` : ''}; ` +
-      'no stable point met the budget: rerun with a longer --duration';
+  const advice = point.stable ? '' : '; no stable point met the budget: rerun with a longer --duration';
   return (
     `recommended for p99 ≤ ${round(rec.sloP99Ms, 2)} ms: ${describePoint(point)} ` +
-    `(${point.throughput.toFixed(1)} req/s, p99 ${point.latency.p99.toFixed(2)} ms; ${stability})`
+    `(${point.throughput.toFixed(1)} req/s, p99 ${point.latency.p99.toFixed(2)} ms; ${stabilityLabel(point)}${advice})`
   );
+}
+
+/**
+ * Whether a point's windows agreed, and by how much they strayed: "stable: windows within
+ * ±3.1 %", "UNSTABLE: p99 varied ±31.4 %, throughput ±4.2 % between windows"; without the
+ * windows' figures (a report from before they were kept), "stable" or "UNSTABLE".
+ */
+export function stabilityLabel(point: PointResult): string {
+  const variation = point.variation;
+  if (point.stable) {
+    return variation
+      ? `stable: windows within ±${round(Math.max(variation.throughputPct, variation.p99Pct), 1)} %`
+      : 'stable';
+  }
+  return variation
+    ? `UNSTABLE: p99 varied ±${round(variation.p99Pct, 1)} %, throughput ±${round(variation.throughputPct, 1)} % between windows`
+    : 'UNSTABLE';
 }
 
 /** `--plan`'s answer: a heading and its lines, the same in every format. */

@@ -223,6 +223,8 @@ export interface BenchReport {
   /** The fit the speedup rows' predictions come from. */
   readonly speedupFit?: SpeedupFit;
   readonly speedup: readonly SpeedupRow[];
+  /** `--slo-p99`, ms: the budget the recommendation and the plan were judged against. */
+  readonly sloP99Ms?: number;
   readonly recommendation?: Recommendation;
   readonly plan?: CapacityPlan;
   /** Loud notes: errors, unstable points, a poor fit. */

@@ -48,6 +48,7 @@ export function buildReport(inputs: ReportInputs): BenchReport {
     ...(inProcess ? { inProcess } : {}),
     ...(speedupFit ? { speedupFit } : {}),
     speedup: model && inputs.points.length > 0 ? speedupTable(model, [...inputs.points]) : [],
+    ...(inputs.sloP99Ms !== undefined ? { sloP99Ms: inputs.sloP99Ms } : {}),
     ...(recommendation ? { recommendation } : {}),
     ...(plan ? { plan } : {}),
     warnings: warningsFor(inputs, fit, recommendation === undefined, plan === undefined),

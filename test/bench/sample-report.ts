@@ -149,6 +149,7 @@ export const sampleReport: BenchReport = {
   inProcess: fitted(sampleInProcessSamples),
   speedupFit: 'fit',
   speedup: speedupTable(fit, samplePoints),
+  sloP99Ms: SAMPLE_SLO_P99_MS,
   ...(recommendation ? { recommendation } : {}),
   warnings: [
     'B=1 d=0 i=1, c=32: 12 errors (503×12)',
