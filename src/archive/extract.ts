@@ -84,13 +84,22 @@ async function extractEntry(
   if (fromRoot === '' || fromRoot === '..' || fromRoot.startsWith(`..${sep}`) || isAbsolute(fromRoot)) {
     throw new ArchiveUnsafePathError(`${describeEntry(source.location, path)} resolves outside the target directory`);
   }
-  await mkdir(dirname(destination), { recursive: true });
+  // The name guards bound a name's length; the target folder's own path adds to it, and the
+  // sum can still pass what this file system takes (PATH_MAX): a refusal, not a crash.
+  const tooLong = (error: NodeJS.ErrnoException): never => {
+    if (error.code !== 'ENAMETOOLONG') throw error;
+    throw new ArchiveUnsafePathError(
+      `${describeEntry(source.location, path)} is too long a path for this file system under ${dirname(staging)}`,
+      { cause: error },
+    );
+  };
+  await mkdir(dirname(destination), { recursive: true }).catch(tooLong);
   const tap = new Sha256Tap();
   // 'wx': two names that reach one file (a case-insensitive disk the guards missed) fail here.
   const file = createWriteStream(destination, { flags: 'wx', mode: 0o644 });
   await pipeline(source.openStream(path, { checkCrc: expected === undefined }), tap, file).catch(
     (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EEXIST') throw error;
+      if (error.code !== 'EEXIST') tooLong(error);
       throw new ArchiveDuplicateEntryError(
         `${describeEntry(source.location, path)} collides with another entry on this disk`,
         {

@@ -263,6 +263,13 @@ async function extraEntries(path: string): Promise<PlannedEntry[]> {
 function checkPlan(planned: readonly PlannedEntry[], config: CompleteModelConfig, configSource: string): void {
   const seen = new Set<string>();
   for (const entry of planned) {
+    // Held to the rule every reader holds entries to, so that pack never writes what they refuse.
+    const problem = entryNameProblem(entry.archivePath);
+    if (problem !== undefined) {
+      throw new ArchiveUnsafePathError(
+        `${entry.sourcePath ?? 'a file'} would be stored as ${quoted(entry.archivePath)}, which ${problem}; rename it`,
+      );
+    }
     const key = entry.archivePath.toLowerCase();
     if (seen.has(key) || key.startsWith('mar-inf/')) {
       throw new UsageError(`two files would be stored as "${entry.archivePath}" in the archive; rename one`);

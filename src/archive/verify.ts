@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { crc32 } from 'node:zlib';
+import { ArchiveCorruptError, ArchiveIntegrityError, ArchiveMissingFileError } from '../core/errors.js';
 import type { ArchiveLimits } from './limits.js';
 import type { ArchiveManifest, ManifestFile } from './manifest.js';
 import { listingChecks, readArchiveConfig, readManifest, type FileCheck } from './read.js';
@@ -107,4 +108,19 @@ export async function verifyArchive(
   } finally {
     await source.close();
   }
+}
+
+/**
+ * The refusal for files that failed their checks, undefined when none did. Its code is the
+ * first failure's, as the reader that stops at it (unpack, serve) reports it: a file missing is
+ * BS_ERR_ARCHIVE_MISSING_FILE and a wrong CRC-32 BS_ERR_ARCHIVE_CORRUPT from every command.
+ */
+export function failedChecksError(location: string, files: readonly FileCheck[]): Error | undefined {
+  const bad = files.filter((file) => file.status !== 'ok');
+  const [first] = bad;
+  if (first === undefined) return undefined;
+  const message = `${location}: ${bad.length} of ${files.length} files fail verification (${bad.map((file) => `${file.path}: ${file.status}`).join(', ')})`;
+  if (first.status === 'missing') return new ArchiveMissingFileError(message);
+  if (first.status === 'corrupt') return new ArchiveCorruptError(message);
+  return new ArchiveIntegrityError(message);
 }

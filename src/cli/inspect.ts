@@ -1,8 +1,7 @@
 import { modelConfigToYaml } from '../config/load.js';
 import { openArchive } from '../archive/source.js';
 import { readArchiveContents, requireEntry, type FileCheck } from '../archive/read.js';
-import { hashChecks } from '../archive/verify.js';
-import { ArchiveIntegrityError } from '../core/errors.js';
+import { failedChecksError, hashChecks } from '../archive/verify.js';
 import { readModelSignature } from '../runtime/session.js';
 import { createTable } from '../core/table.js';
 import { formatBytes, formatShape } from './format.js';
@@ -33,7 +32,7 @@ export async function runInspect(location: string, options: { json: boolean; ver
       process.stdout.write(
         `${JSON.stringify({ location, format: source.format, verified, files: checks, manifest, config, model }, null, 2)}\n`,
       );
-      requireIntact(location, bad, checks?.length ?? 0);
+      requireIntact(location, checks);
       return;
     }
     const { model: info } = manifest;
@@ -80,7 +79,7 @@ export async function runInspect(location: string, options: { json: boolean; ver
       ]);
     }
     process.stdout.write(`${files.toString()}\n\nconfig (${info.configFile}):\n${modelConfigToYaml(config)}`);
-    requireIntact(location, bad, checks?.length ?? 0);
+    requireIntact(location, checks);
   } finally {
     await source.close();
   }
@@ -92,9 +91,7 @@ function integrityLine(checks: readonly FileCheck[] | undefined, bad: readonly F
   return `FAILED: ${bad.length} of ${checks.length} files do not match the manifest`;
 }
 
-function requireIntact(location: string, bad: readonly FileCheck[], total: number): void {
-  if (bad.length === 0) return;
-  throw new ArchiveIntegrityError(
-    `${location}: ${bad.length} of ${total} files fail verification (${bad.map((file) => `${file.path}: ${file.status}`).join(', ')})`,
-  );
+function requireIntact(location: string, checks: readonly FileCheck[] | undefined): void {
+  const failed = failedChecksError(location, checks ?? []);
+  if (failed) throw failed;
 }

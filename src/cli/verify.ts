@@ -1,5 +1,4 @@
-import { verifyArchive } from '../archive/verify.js';
-import { ArchiveIntegrityError } from '../core/errors.js';
+import { failedChecksError, verifyArchive } from '../archive/verify.js';
 import { createTable } from '../core/table.js';
 
 export async function runVerify(location: string, options: { json: boolean; maxExpansion?: number }): Promise<void> {
@@ -16,12 +15,8 @@ export async function runVerify(location: string, options: { json: boolean; maxE
     }
     process.stdout.write(`${table.toString()}\n`);
   }
-  const bad = report.files.filter((file) => file.status !== 'ok');
-  if (bad.length > 0) {
-    throw new ArchiveIntegrityError(
-      `${location}: ${bad.length} of ${report.files.length} files fail verification (${bad.map((file) => `${file.path}: ${file.status}`).join(', ')})`,
-    );
-  }
+  const failed = failedChecksError(location, report.files);
+  if (failed) throw failed;
   if (!options.json)
     process.stdout.write(`verified ${location}: all ${report.files.length} files match the manifest\n`);
 }

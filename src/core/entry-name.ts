@@ -10,7 +10,9 @@ import { quoted } from './quote.js';
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 /** Device names Windows opens instead of a file, with or without an extension. */
-const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)/i;
+const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$)(\.|$)/i;
+/** Characters no Windows file name may hold (':' is refused on its own, with its reason). */
+const WINDOWS_RESERVED = /[<>"|?*]/;
 /** Bytes of one path segment most file systems hold (ext4, APFS, NTFS: 255). */
 export const MAX_SEGMENT_BYTES = 255;
 /** Characters of a whole name: far beyond any real archive, well inside PATH_MAX. */
@@ -27,6 +29,8 @@ export function entryNameProblem(name: string): string | undefined {
   if (name.includes('\\')) return 'contains a backslash, a separator on Windows';
   if (name.startsWith('/')) return 'is an absolute path';
   if (name.includes(':')) return 'contains ":", a drive letter or a stream name on Windows';
+  const reserved = WINDOWS_RESERVED.exec(name)?.[0];
+  if (reserved !== undefined) return `contains "${reserved}", which Windows file names may not hold`;
   if (name.length > MAX_NAME_LENGTH) return `is ${name.length} characters long, over ${MAX_NAME_LENGTH}`;
   for (const segment of name.split('/')) {
     if (segment === '') return 'has an empty path segment';

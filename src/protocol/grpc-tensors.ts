@@ -1,6 +1,6 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
-import { quoted } from '../core/quote.js';
+import { quoted, shownValue } from '../core/quote.js';
 import { formatDims } from '../core/tensors.js';
 import { DATATYPES, datatypeOfOrtType, isDatatype, ortTypeOf, type Datatype } from '../core/datatypes.js';
 import type { TensorMap } from '../core/tensors.js';
@@ -126,7 +126,7 @@ export function decodeGrpcInferRequest(
     const typed = given.find((input) => input.contents);
     if (typed) {
       throw new InferenceInputError(
-        `input "${typed.name}": contents must not be given when raw_input_contents is used`,
+        `input ${quoted(typed.name)}: contents must not be given when raw_input_contents is used`,
       );
     }
     if (raw.length !== given.length) {
@@ -159,7 +159,7 @@ function readInput(input: InferInputTensorMessage, raw: Buffer | undefined, byte
   if (!isDatatype(datatype)) {
     const why = datatype === 'BF16' ? ': onnxruntime-node has no bfloat16 tensors' : '';
     throw new InferenceInputError(
-      `input ${quoted(name)}: datatype ${JSON.stringify(datatype)} is not one of ${DATATYPES.join(', ')}${why}`,
+      `input ${quoted(name)}: datatype ${shownValue(datatype)} is not one of ${DATATYPES.join(', ')}${why}`,
     );
   }
   const dims = readShape(name, input.shape ?? NONE);
@@ -314,12 +314,12 @@ function parameterValue(key: string, parameter: InferParameterMessage): boolean 
     case 'uint64_param': {
       const value = int64Number(parameter[choice] ?? 0);
       if (!Number.isSafeInteger(value)) {
-        throw new InferenceInputError(`parameter "${key}": ${String(parameter[choice])} is beyond ±(2^53 - 1)`);
+        throw new InferenceInputError(`parameter ${quoted(key)}: ${String(parameter[choice])} is beyond ±(2^53 - 1)`);
       }
       return value;
     }
     default:
-      throw new InferenceInputError(`parameter "${key}" has no value`);
+      throw new InferenceInputError(`parameter ${quoted(key)} has no value`);
   }
 }
 
@@ -328,7 +328,7 @@ function requestedOutputs(outputs: NonNullable<ModelInferRequestMessage['outputs
   return outputs.map((output, index) => {
     const { name } = output;
     if (!name) throw new InferenceInputError(`outputs[${index}] needs a name`);
-    if (seen.has(name)) throw new InferenceInputError(`output "${name}" is requested twice`);
+    if (seen.has(name)) throw new InferenceInputError(`output ${quoted(name)} is requested twice`);
     seen.add(name);
     // binary_data has no say: every gRPC output is raw.
     const classification = output.parameters?.classification;
@@ -340,11 +340,11 @@ function requestedOutputs(outputs: NonNullable<ModelInferRequestMessage['outputs
 /** Triton's classification parameter: an int64_param above 0. */
 function classificationCount(name: string, parameter: InferParameterMessage): number {
   if (parameter.parameter_choice !== 'int64_param') {
-    throw new InferenceInputError(`output "${name}": classification must be an int64_param`);
+    throw new InferenceInputError(`output ${quoted(name)}: classification must be an int64_param`);
   }
   const count = int64Number(parameter.int64_param ?? 0);
   if (!Number.isSafeInteger(count) || count < 1) {
-    throw new InferenceInputError(`output "${name}": classification must be a positive integer`);
+    throw new InferenceInputError(`output ${quoted(name)}: classification must be a positive integer`);
   }
   return count;
 }

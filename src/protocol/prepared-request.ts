@@ -1,4 +1,5 @@
 import { InferenceInputError, UsageError } from '../core/errors.js';
+import { quoted, shownValue } from '../core/quote.js';
 import { batchPlacement, checkRequestTensors, type TensorMap, type TensorSpec } from '../core/tensors.js';
 import type { BytesEncoding } from './binary-tensor.js';
 import { decodeInferRequest, type DecodedInferRequest, type HeaderParser, type RequestedOutput } from './v2-codec.js';
@@ -56,7 +57,7 @@ export function prepareV2Request(
   const headerLength = framing.headerLength === undefined ? undefined : Number(framing.headerLength);
   if (framing.headerLength !== undefined && !/^\s*\d+\s*$/.test(framing.headerLength)) {
     throw new InferenceInputError(
-      `Inference-Header-Content-Length ${JSON.stringify(framing.headerLength)} is not a length in bytes`,
+      `Inference-Header-Content-Length ${quoted(framing.headerLength)} is not a length in bytes`,
     );
   }
   if (headerLength === undefined && framing.binaryBody) {
@@ -79,7 +80,7 @@ export function prepareDecoded(decoded: DecodedInferRequest, signature: ModelSig
   for (const output of outputs) {
     if (!signature.outputs.some((spec) => spec.name === output.name)) {
       throw new InferenceInputError(
-        `unknown output "${output.name}" (the model has ${signature.outputs.map((spec) => spec.name).join(', ')})`,
+        `unknown output ${quoted(output.name)} (the model has ${signature.outputs.map((spec) => spec.name).join(', ')})`,
       );
     }
   }
@@ -107,7 +108,7 @@ export function retarget(request: PreparedRequest, signature: ModelSignature): P
 function requestControl(key: 'timeout' | 'priority', value: unknown): number | undefined {
   if (value === undefined) return undefined;
   if (!Number.isSafeInteger(value) || (value as number) < 0) {
-    throw new UsageError(`parameter "${key}" must be a non-negative integer, got ${JSON.stringify(value)}`);
+    throw new UsageError(`parameter "${key}" must be a non-negative integer, got ${shownValue(value)}`);
   }
   return value === 0 ? undefined : (value as number);
 }

@@ -1,6 +1,6 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
-import { quoted } from '../core/quote.js';
+import { quoted, shownValue } from '../core/quote.js';
 import { formatDims } from '../core/tensors.js';
 import { DATATYPES, datatypeOfOrtType, isDatatype, type Datatype } from '../core/datatypes.js';
 import type { TensorMap, TensorSpec } from '../core/tensors.js';
@@ -169,12 +169,12 @@ function describeInput(raw: unknown, index: number): InputDescription {
   const { name, datatype, shape } = raw;
   if (!isDatatype(datatype)) {
     throw new InferenceInputError(
-      `input ${quoted(name)}: datatype ${JSON.stringify(datatype)} is not one of ${DATATYPES.join(', ')}`,
+      `input ${quoted(name)}: datatype ${shownValue(datatype)} is not one of ${DATATYPES.join(', ')}`,
     );
   }
   if (!Array.isArray(shape) || !shape.every((dim) => Number.isSafeInteger(dim) && (dim as number) >= 0)) {
     throw new InferenceInputError(
-      `input ${quoted(name)}: shape ${JSON.stringify(shape)} must be an array of non-negative integers`,
+      `input ${quoted(name)}: shape ${shownValue(shape)} must be an array of non-negative integers`,
     );
   }
   const dims = shape as number[];
@@ -197,14 +197,14 @@ function requestedOutputs(raw: unknown, binaryDataOutput: boolean): RequestedOut
       throw new InferenceInputError(`outputs[${index}] must be an object with a "name"`);
     }
     const name = output.name;
-    if (seen.has(name)) throw new InferenceInputError(`output "${name}" is requested twice`);
+    if (seen.has(name)) throw new InferenceInputError(`output ${quoted(name)} is requested twice`);
     seen.add(name);
-    const parameters = optionalObject(output.parameters, `output "${name}": "parameters"`);
-    const binary = optionalBoolean(parameters.binary_data, `output "${name}": binary_data`) ?? binaryDataOutput;
+    const parameters = optionalObject(output.parameters, `output ${quoted(name)}: "parameters"`);
+    const binary = optionalBoolean(parameters.binary_data, `output ${quoted(name)}: binary_data`) ?? binaryDataOutput;
     const classification = parameters.classification;
     if (classification === undefined) return { name, binary };
     if (!Number.isSafeInteger(classification) || (classification as number) < 1) {
-      throw new InferenceInputError(`output "${name}": classification must be a positive integer`);
+      throw new InferenceInputError(`output ${quoted(name)}: classification must be a positive integer`);
     }
     return { name, binary, classification: classification as number };
   });

@@ -11,6 +11,7 @@ import {
   UnauthorizedError,
   VersionPolicyError,
 } from '../core/errors.js';
+import { cutText } from '../core/quote.js';
 
 /** The trailing metadata key that carries an error's stable `BS_ERR_*` code. */
 export const ERROR_CODE_KEY = 'bs-error-code';
@@ -39,7 +40,21 @@ export function grpcError(error: unknown): Partial<ServiceError> {
   if (error instanceof QueueFullError || error instanceof LatencyBudgetError) {
     metadata.set(RETRY_PUSHBACK_KEY, RETRY_PUSHBACK_MS);
   }
-  return { code: grpcCodeOf(error), details: error.message, metadata };
+  return { code: grpcCodeOf(error), details: statusMessage(error.message), metadata };
+}
+
+/**
+ * Characters of a status message sent. It travels in the HTTP/2 trailers, percent-encoded (up
+ * to 9 bytes a character); trailers past what the client takes (nghttp2: 64 KiB, gRPC C core:
+ * 16 KiB) never arrive, and the call hangs to its deadline on a stalled connection. Echoed
+ * names and shapes are cut where messages are made (quoted, formatDims); this holds for
+ * whatever a message is made of.
+ */
+export const STATUS_MESSAGE_MAX_CHARACTERS = 1024;
+
+function statusMessage(message: string): string {
+  if (message.length <= STATUS_MESSAGE_MAX_CHARACTERS) return message;
+  return `${cutText(message, STATUS_MESSAGE_MAX_CHARACTERS)}… (${message.length} characters)`;
 }
 
 function grpcCodeOf(error: BatchserveError): status {

@@ -85,6 +85,14 @@ const hostile: HostileCase[] = [
     code: 'BS_ERR_ARCHIVE_UNSAFE_PATH',
     archive: zipOf([FIRST, { name: '..\\..\\evil.txt', data: 'x' }]),
   },
+  // Each a file name Windows cannot create or opens as something else (README's Safety list).
+  ...['a<b.txt', 'a>b.txt', 'say"hi".txt', 'a|b.txt', 'what?.txt', 'all*.txt', 'CON', 'aux.txt', 'extra/CONOUT$']
+    .concat(['notes.txt:evil', 'trail.', 'extra/trail ', 'tab\there'])
+    .map((name) => ({
+      name: `Windows-unsafe name ${JSON.stringify(name)}`,
+      code: 'BS_ERR_ARCHIVE_UNSAFE_PATH',
+      archive: zipOf([FIRST, { name, data: 'x' }]),
+    })),
   {
     name: 'NUL byte',
     code: 'BS_ERR_ARCHIVE_UNSAFE_PATH',

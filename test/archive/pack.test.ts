@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { unlinkSync } from 'node:fs';
-import { mkdir, readFile, readdir, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { unpackArchive } from '../../src/archive/extract.js';
@@ -368,3 +368,31 @@ async function sourceEntrySize(location: string, path: string): Promise<number |
     await source.close();
   }
 }
+
+test('pack refuses a file it would store under a name every reader refuses, and writes nothing', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'affine.onnx', affineModel([4]));
+  for (const name of [
+    'CON',
+    'aux.txt',
+    'notes.txt:evil',
+    'trail.',
+    'trail ',
+    'a<b',
+    'what?.txt',
+    'all*.txt',
+    'tab\there',
+  ]) {
+    const folder = await mkdtemp(join(dir, 'extra-'));
+    await writeFile(join(folder, name), 'x');
+    const exportPath = join(folder, 'out');
+    for (const extra of [join(folder, name), folder]) {
+      assert.equal(
+        await codeOf(packArchive({ modelName: 'm', serializedFile: model, exportPath, extraFiles: [extra] })),
+        'BS_ERR_ARCHIVE_UNSAFE_PATH',
+        `${JSON.stringify(name)} given as ${extra === folder ? 'its folder' : 'itself'}`,
+      );
+    }
+    assert.equal(await stat(exportPath).catch(() => 'absent'), 'absent');
+  }
+});

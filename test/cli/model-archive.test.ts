@@ -5,7 +5,9 @@ import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEMO_MODEL_PATH } from '../../src/runtime/demo-model.js';
+import { modelFiles, withManifest } from '../fixtures/archive-workspace.js';
 import { affineModel, writeModel } from '../fixtures/onnx-models.js';
+import { rawZip } from '../fixtures/raw-zip.js';
 import { tempDir } from '../fixtures/temp.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -182,4 +184,25 @@ test('init writes a template that packs as it is', async (t) => {
   const image = await tempDir(t);
   assert.equal((await cli(['model-archive', 'init', '--template', 'image-classifier', '--dir', image])).code, 0);
   assert.deepEqual((await readdir(image)).sort(), ['handler.js', 'labels.txt', 'model-config.yaml']);
+});
+
+test('over-long entry names end unpack with one line and exit 1, never a stack and 70', async (t) => {
+  const dir = await tempDir(t);
+  const archiveWith = async (file: string, name: string): Promise<string> => {
+    const files = withManifest(new Map([...modelFiles(), [name, Buffer.from('x')]]));
+    await writeFile(join(dir, file), rawZip([...files].map(([path, data]) => ({ name: path, data }))));
+    return join(dir, file);
+  };
+  const long = await archiveWith('long.mar', 'a'.repeat(5000));
+  for (const command of ['inspect', 'verify']) {
+    assertOneLineError(await cli(['model-archive', command, long]), 1, 'BS_ERR_ARCHIVE_UNSAFE_PATH');
+  }
+  const out = join(dir, 'out');
+  assertOneLineError(await cli(['model-archive', 'unpack', long, '--output', out]), 1, 'BS_ERR_ARCHIVE_UNSAFE_PATH');
+  // Within the name rule (4 segments of 250 bytes), but not under a target 3,400 bytes deep:
+  // together they pass Linux's PATH_MAX of 4,096.
+  const legal = await archiveWith('legal.mar', Array.from({ length: 4 }, () => 'b'.repeat(250)).join('/'));
+  const deep = join(dir, ...Array.from({ length: 17 }, () => 'd'.repeat(200)), 'out');
+  assertOneLineError(await cli(['model-archive', 'unpack', legal, '--output', deep]), 1, 'BS_ERR_ARCHIVE_UNSAFE_PATH');
+  assert.equal((await cli(['model-archive', 'unpack', legal, '--output', out])).code, 0, 'it unpacks where it fits');
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { pathInside } from '../../src/core/entry-name.js';
+import { entryNameProblem, pathInside } from '../../src/core/entry-name.js';
 import { quoted } from '../../src/core/quote.js';
 import { tempDir } from '../fixtures/temp.js';
 
@@ -39,4 +39,35 @@ test('quoted: control characters escaped, long values cut with their length', ()
   assert.equal(quoted('a\0b'), '"a\\u0000b"');
   const long = quoted('x'.repeat(5000));
   assert.equal(long, `"${'x'.repeat(120)}…" (5000 characters)`);
+});
+
+test('entryNameProblem: every name Windows cannot hold as a plain file is refused, its lookalikes are not', () => {
+  for (const name of ['a<b', 'a>b', 'a"b', 'a|b', 'a?b', 'a*b', 'notes.txt:evil', 'dir/CON', 'aux.txt', 'Nul.tar.gz']) {
+    assert.notEqual(entryNameProblem(name), undefined, name);
+  }
+  for (const name of [
+    'COM1',
+    'lpt9.log',
+    'COM¹',
+    'CONIN$',
+    'conout$.txt',
+    'trail.',
+    'trail ',
+    'ctl\u0001x',
+    'del\u007f',
+  ]) {
+    assert.notEqual(entryNameProblem(name), undefined, name);
+  }
+  for (const name of [
+    'console.txt',
+    'auxiliary',
+    'con_x',
+    'com10',
+    'a.b/c-d_e',
+    'conin',
+    'dollar$.txt',
+    '[x]{y}(z)!#%&+,;=@^`~',
+  ]) {
+    assert.equal(entryNameProblem(name), undefined, name);
+  }
 });

@@ -546,3 +546,42 @@ test('bad names and shapes get INVALID_ARGUMENT or NOT_FOUND with short, escaped
   assert.equal(wide.error?.code, status.INVALID_ARGUMENT, wide.error?.details);
   assert.ok((wide.error?.details.length ?? Infinity) < 400, wide.error?.details.slice(0, 200));
 });
+
+test('errors that echo a large input arrive at once, short, and the same connection then serves a good call', async (t) => {
+  // A variable width: no message limit from the model, so each 140 KB request is decoded and
+  // its error built; only max_request_size bounds it.
+  const archive = await packAffine(join(await tempDir(t), 'wide'), { width: 'w' });
+  const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  const grpc = client(t, server);
+  const big = 'm'.repeat(140_000);
+  const x = (fields: Record<string, unknown>) => ({
+    ...affineInfer(),
+    inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], ...fields }],
+  });
+  const hostile: [string, object, number][] = [
+    ['a 140 KB model name', affineInfer({ model_name: big }), status.NOT_FOUND],
+    ['a 140 KB model version', affineInfer({ model_version: big }), status.NOT_FOUND],
+    ['a 20,000-dimension shape', x({ shape: Array.from({ length: 20_000 }, () => 1) }), status.INVALID_ARGUMENT],
+    ['a 140 KB input name', x({ name: big }), status.INVALID_ARGUMENT],
+    ['a 140 KB input name with contents', x({ name: big, contents: { fp32_contents: ROW } }), status.INVALID_ARGUMENT],
+    ['a 140 KB datatype', x({ datatype: big }), status.INVALID_ARGUMENT],
+    ['a 140 KB output name', affineInfer({ outputs: [{ name: big }] }), status.INVALID_ARGUMENT],
+    ['a 140 KB output name twice', affineInfer({ outputs: [{ name: big }, { name: big }] }), status.INVALID_ARGUMENT],
+    [
+      'a 140 KB classified output name',
+      affineInfer({ outputs: [{ name: big, parameters: { classification: { string_param: '1' } } }] }),
+      status.INVALID_ARGUMENT,
+    ],
+    ['a 140 KB priority', affineInfer({ parameters: { priority: { string_param: big } } }), status.INVALID_ARGUMENT],
+    ['a 140 KB parameter name', affineInfer({ parameters: { [big]: {} } }), status.INVALID_ARGUMENT],
+  ];
+  for (const [what, request, code] of hostile) {
+    const started = Date.now();
+    const refused = await grpc.call('ModelInfer', request, {}, { deadline: Date.now() + 5_000 });
+    assert.equal(refused.error?.code, code, `${what}: ${refused.error?.details.slice(0, 200)}`);
+    assert.ok(Date.now() - started < 2_000, `${what}: answered at once, not at the deadline`);
+    assert.ok((refused.error?.details.length ?? Infinity) < 400, `${what}: the echo is cut`);
+    const next = await grpc.call('ModelInfer', affineInfer(), {}, { deadline: Date.now() + 5_000 });
+    assert.equal(next.error, undefined, `after ${what}, the same connection serves`);
+  }
+});

@@ -233,3 +233,31 @@ describe('the rest of the hostile-archive corpus', () => {
     assert.match(refused.stderr, /fail verification .*mismatch.*\[BS_ERR_ARCHIVE_INTEGRITY\]\n$/);
   });
 });
+
+describe('one reader path: the same damage is refused alike by inspect, verify, unpack and serve', () => {
+  const zipOf = async (to: string, edit: (files: { name: string; data: Buffer; crc32?: number }[]) => void) => {
+    const entries = [...(await entriesOf(good))].map(([name, data]) => ({ name, data }));
+    edit(entries);
+    await writeFile(to, rawZip(entries));
+    return to;
+  };
+  const cases: [string, string, (files: { name: string; data: Buffer; crc32?: number }[]) => void][] = [
+    ['a wrong CRC-32 on the model', 'BS_ERR_ARCHIVE_CORRUPT', (files) => Object.assign(files[0] ?? {}, { crc32: 1 })],
+    ['a wrong CRC-32 on the config', 'BS_ERR_ARCHIVE_CORRUPT', (files) => Object.assign(files[1] ?? {}, { crc32: 1 })],
+    ['the model the manifest names left out', 'BS_ERR_ARCHIVE_MISSING_FILE', (files) => files.splice(0, 1)],
+    ['the config the manifest names left out', 'BS_ERR_ARCHIVE_MISSING_FILE', (files) => files.splice(1, 1)],
+  ];
+  for (const [what, code, edit] of cases) {
+    test(`${what}: ${code} from every command`, async (t) => {
+      const damaged = await zipOf(join(await tempDir(t), 'damaged.mar'), (files) => {
+        assert.deepEqual(
+          files.map((file) => file.name),
+          ['affine.onnx', 'model-config.yaml', MANIFEST_PATH],
+        );
+        edit(files);
+      });
+      await refusedByEveryCommand(damaged, await tempDir(t), code);
+      await assert.rejects(startTestServer(t, { models: [`affine=${damaged}`] }), { code }, 'serve');
+    });
+  }
+});

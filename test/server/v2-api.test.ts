@@ -190,3 +190,27 @@ test('bad requests get a 4xx with {"error": …, "code": …} and the server kee
   assert.equal(after.status, 200, 'still serving');
   assert.deepEqual(after.body.outputs[0].data, [3, 5, 7, 9]);
 });
+
+test('a 4xx echoes a large name, datatype, shape or parameter only cut short', async (t) => {
+  const server = await startTestServer(t, { models: [`affine=${await packAffine(await tempDir(t), { width: 'w' })}`] });
+  const url = `${server.urls.inference}/v2/models/affine/infer`;
+  const big = 'm'.repeat(140_000);
+  const x = (fields: Record<string, unknown>, extra: Record<string, unknown> = {}): string =>
+    JSON.stringify({
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4], ...fields }],
+      ...extra,
+    });
+  for (const [what, body] of [
+    ['input name', x({ name: big })],
+    ['datatype', x({ datatype: big })],
+    ['shape', x({ shape: [...Array.from({ length: 20_000 }, () => 1), -1] })],
+    ['output name', x({}, { outputs: [{ name: big }] })],
+    ['output name twice', x({}, { outputs: [{ name: big }, { name: big }] })],
+    ['priority', x({}, { parameters: { priority: big } })],
+  ] as const) {
+    const answer = await call(url, { body });
+    assert.equal(answer.status, 400, what);
+    assert.match(answer.body.code, /^BS_ERR_(INFERENCE_INPUT|USAGE)$/, what);
+    assert.ok(String(answer.body.error).length < 400, `${what}: ${String(answer.body.error).slice(0, 300)}`);
+  }
+});
