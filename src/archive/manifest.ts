@@ -1,4 +1,4 @@
-import { ArchiveManifestError, ArchiveUnsafePathError } from '../core/errors.js';
+import { ArchiveManifestError, ArchiveUnsafePathError, TorchServeArchiveError } from '../core/errors.js';
 import { quoted } from '../core/quote.js';
 import { modelNameProblem } from '../core/model-name.js';
 import { entryNameProblem } from '../core/entry-name.js';
@@ -108,6 +108,25 @@ const MODEL_KEYS: ReadonlySet<string> = new Set([
 const BUILTIN_HANDLER_NAME = /^[a-z][a-z0-9-]*$/;
 
 /**
+ * torch-model-archiver's `runtime` is python, python2 or python3 (older ones also wrote
+ * `engine`, `specificationVersion`…), and its manifest never has our `formatVersion`.
+ */
+export function isTorchServeManifest(raw: unknown): boolean {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return false;
+  const manifest = raw as { runtime?: unknown; formatVersion?: unknown };
+  return (
+    manifest.formatVersion === undefined && typeof manifest.runtime === 'string' && /^python/.test(manifest.runtime)
+  );
+}
+
+/** What a reader of our archives says of one torch-model-archiver made: how to convert it. */
+function torchServeArchiveRefusal(source: string): TorchServeArchiveError {
+  return new TorchServeArchiveError(
+    `${source}: was made by torch-model-archiver (TorchServe), whose manifest holds no hashes; convert it with \`batchserve model-archive import ${source}\``,
+  );
+}
+
+/**
  * Parses and checks a manifest's shape, then every path it names: each must be a safe
  * relative name (ArchiveUnsafePathError otherwise) of a file its `files` table lists, so a
  * loader that joins it to the extraction folder can only ever reach a hashed entry.
@@ -125,6 +144,7 @@ export function parseManifest(text: string, source: string): ArchiveManifest {
   if (manifest === null || typeof manifest !== 'object' || Array.isArray(manifest)) {
     throw new ArchiveManifestError(`${source}: ${MANIFEST_PATH} must be a JSON object`);
   }
+  if (isTorchServeManifest(raw)) throw torchServeArchiveRefusal(source);
   problems.push(...unknownKeys(manifest, MANIFEST_KEYS, ''));
   if (manifest.formatVersion !== ARCHIVE_FORMAT_VERSION) {
     problems.push(

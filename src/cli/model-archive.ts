@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
 import { booleanOption, commaList, fractionOption, integerOption } from './options.js';
+import type { ImportCommandOptions } from './import.js';
 import type { PackCommandOptions } from './pack.js';
 import { ARCHIVE_FORMATS } from '../archive/format.js';
 import { MODEL_PRECISIONS } from '../archive/manifest.js';
@@ -100,6 +101,25 @@ export function registerModelArchive(program: Command): void {
     .action(async (location: string, options: { output?: string; force: boolean; maxExpansion?: number }) => {
       const { runUnpack } = await import('./unpack.js');
       await runUnpack(location, options);
+    });
+
+  archive
+    .command('import')
+    .description("rewrite an archive torch-model-archiver made (ONNX model) into batchserve's, saying what differs")
+    .argument('<archive>', "TorchServe's .mar file or folder")
+    .option('--export-path <dir>', 'where to write the archive', '.')
+    .option('--handler <name|file>', "what replaces TorchServe's handler (required when it is a Python file)")
+    .option('--config-file <path>', "a batchserve model-config.yaml instead of what TorchServe's config maps onto")
+    .option('--model-name <name>', "default: the manifest's modelName")
+    .addOption(
+      new Option('--archive-format <format>', 'zip, zip-store (no compression) or dir')
+        .choices(ARCHIVE_FORMATS)
+        .default('zip'),
+    )
+    .option('-f, --force', 'replace an existing archive', false)
+    .action(async (location: string, options: ImportCommandOptions) => {
+      const { runImport } = await import('./import.js');
+      await runImport(location, options);
     });
 
   archive

@@ -90,6 +90,16 @@ export class ArchiveManifestError extends BatchserveError {
   declare readonly code: typeof ArchiveManifestError.code;
 }
 
+/**
+ * An archive torch-model-archiver made: its MANIFEST.json has no hashes, and what it serves
+ * may be a PyTorch file or a Python handler that cannot run here; `model-archive import` converts it.
+ */
+export class TorchServeArchiveError extends BatchserveError {
+  static override readonly code = 'BS_ERR_ARCHIVE_TORCHSERVE';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof TorchServeArchiveError.code;
+}
+
 export class ArchiveMissingFileError extends BatchserveError {
   static override readonly code = 'BS_ERR_ARCHIVE_MISSING_FILE';
   static override readonly httpStatus = 400;
@@ -447,6 +457,7 @@ export const errorClasses = [
   ArchiveTooLargeError,
   ArchiveCorruptError,
   ArchiveManifestError,
+  TorchServeArchiveError,
   ArchiveMissingFileError,
   ArchiveIntegrityError,
   ConfigInvalidError,
