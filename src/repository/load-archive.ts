@@ -5,9 +5,9 @@ import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { servedModelFile } from '../archive/served-model.js';
-import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
+import { machineLimitProblems, type CompleteModelConfig, type ModelConfig } from '../config/model-config.js';
 import { pathInside } from '../core/entry-name.js';
-import { ModelLoadError } from '../core/errors.js';
+import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
@@ -49,6 +49,8 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     const source = await openArchive(modelDir);
     const { manifest, config: storedConfig } = await readArchiveContents(source).finally(() => source.close());
     const configSource = `${archivePath}!${manifest.model.configFile}`;
+    const machineProblems = machineLimitProblems(storedConfig);
+    if (machineProblems.length > 0) throw new ConfigInvalidError(configSource, machineProblems);
     const labels = storedConfig.labels_file
       ? (await readFile(pathInside(modelDir, storedConfig.labels_file, 'labels_file'), 'utf8'))
           .split(/\r?\n/)
