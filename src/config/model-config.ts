@@ -226,6 +226,14 @@ export const modelConfigSchema = {
         },
       },
     },
+    handler_load_timeout: {
+      kind: 'duration',
+      min: 1_000,
+      max: 600 * SECOND_US,
+      default: 30 * SECOND_US,
+      description:
+        'How long importing a handler file may take, at pack and at each load (µs, or "30s"). The import runs in a worker thread, so a handler that loops or calls process.exit at import ends only that thread: past the timeout the thread is stopped and pack, or that model\'s load, fails with BS_ERR_HANDLER_LOAD_TIMEOUT while the other models load and serve.',
+    },
     warmup: {
       kind: 'boolean',
       default: true,
@@ -426,6 +434,8 @@ export interface ModelConfig {
     readonly thread: 'worker' | 'main';
   };
   readonly tensorrt: TensorrtOptions;
+  /** Microseconds. */
+  readonly handler_load_timeout: number;
   readonly warmup: boolean;
   readonly simulated_device?: SimulatedDeviceConfig;
   readonly prediction_log?: PredictionLogConfig;
