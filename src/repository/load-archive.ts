@@ -8,6 +8,7 @@ import { servedModelFile } from '../archive/served-model.js';
 import { machineLimitProblems, type CompleteModelConfig, type ModelConfig } from '../config/model-config.js';
 import { pathInside } from '../core/entry-name.js';
 import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
+import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
@@ -71,6 +72,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     let config: CompleteModelConfig | undefined;
     const deviceNotes: string[] = [];
     let fallbackLogged = false;
+    let handlerChecked = false;
 
     const createInstance = async (index: number): Promise<ServingInstance> => {
       const device = devices[index] ?? devices[0] ?? 'cpu';
@@ -98,6 +100,12 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
         config ??= started.config;
         if (started.deviceNote) deviceNotes.push(`${id}: ${started.deviceNote}`);
         return started.instance;
+      }
+      // A main-thread instance imports into the server's own thread, where a handler that loops
+      // or exits at import would stop every model: its import is tried in a worker first.
+      if (!handlerChecked && !isBuiltinHandler(handler)) {
+        await checkHandlerImport(handler, storedConfig.handler_load_timeout / 1000);
+        handlerChecked = true;
       }
       const opened = await openInstance(spec);
       config ??= opened.config;
