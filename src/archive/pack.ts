@@ -20,7 +20,8 @@ import { completePipelineConfig } from '../pipeline/open-pipeline.js';
 import { loadStepFunctions } from '../pipeline/step-function.js';
 import { reconcileWithModel } from '../runtime/reconcile.js';
 import { readModelSignature } from '../runtime/session.js';
-import { isBuiltinHandler, loadHandler } from '../handlers/load.js';
+import { checkHandlerImport } from '../handlers/handler-probe.js';
+import { isBuiltinHandler } from '../handlers/load.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import {
   ARCHIVE_FORMAT_VERSION,
@@ -119,7 +120,7 @@ export async function packArchive(options: PackOptions): Promise<PackResult> {
   }
   if (!isBuiltinHandler(handler)) {
     const handlerPath = resolve(handler);
-    await loadHandler(handlerPath);
+    await checkHandlerImport(handlerPath, config.handler_load_timeout / 1000);
     planned.push(await diskEntry(handlerPath, basename(handlerPath)));
   }
   const configBytes = Buffer.from(modelConfigToYaml(config));

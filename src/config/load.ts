@@ -71,6 +71,7 @@ export function modelConfigToYaml(config: ModelConfig): string {
       ...(batching.max_latency !== undefined ? { max_latency: yamlDuration(batching.max_latency) } : {}),
       default_timeout: yamlDuration(batching.default_timeout),
     },
+    handler_load_timeout: yamlDuration(config.handler_load_timeout),
   });
   visit(document, {
     Seq(_, seq) {

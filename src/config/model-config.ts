@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { ConfigInvalidError } from '../core/errors.js';
 import { DATATYPES } from '../core/datatypes.js';
 import type { TensorSpec } from '../core/tensors.js';
@@ -5,6 +6,33 @@ import { deepFreeze, validateField, type FieldSpec } from './schema-kit.js';
 import { pipelineProblems, pipelineSchema, type PipelineConfig } from './pipeline-config.js';
 
 export const MODEL_CONFIG_FILE = 'model-config.yaml';
+
+/**
+ * Ceilings of the numeric keys, held at pack and again whenever serve reads an archive's config,
+ * so one packed by an older version or edited by hand cannot get past. They are fixed rather
+ * than this machine's because pack may run elsewhere than serve; serve also holds the thread
+ * counts to its own cores (machineLimitProblems).
+ */
+export const MODEL_CONFIG_LIMITS = {
+  /**
+   * onnxruntime threads per session: the cores of the largest two-socket servers sold (2 × 128).
+   * More never speeds an operator up; each is an OS thread with its own stack.
+   */
+  threads: 256,
+  /** serve: threads per core of this machine, room for an archive tuned on a larger one. */
+  threadsPerCore: 4,
+  instances: 64,
+  batchSize: 65_536,
+  /** Every preferred size is warmed up at each load. */
+  preferredBatchSizes: 64,
+  /** Queued rows each hold their request's tensors; a deeper queue only waits past any timeout. */
+  queueSize: 1_048_576,
+  /** A tensor dimension: what one typed array can index. */
+  dimension: 2 ** 31 - 1,
+  topK: 65_536,
+} as const;
+
+const SECOND_US = 1_000_000;
 
 const tensorSpec = (what: string): FieldSpec => ({
   kind: 'object',
@@ -15,7 +43,12 @@ const tensorSpec = (what: string): FieldSpec => ({
     shape: {
       kind: 'array',
       minItems: 0,
-      items: { kind: 'integer', min: -1, description: 'A dimension; -1 when variable.' },
+      items: {
+        kind: 'integer',
+        min: -1,
+        max: MODEL_CONFIG_LIMITS.dimension,
+        description: 'A dimension; -1 when variable.',
+      },
       description: 'Full shape including the batch dimension (first, -1 when the model batches).',
     },
   },
@@ -41,7 +74,7 @@ export const modelConfigSchema = {
     max_batch_size: {
       kind: 'integer',
       min: 0,
-      max: 65_536,
+      max: MODEL_CONFIG_LIMITS.batchSize,
       description:
         'Most rows one forward pass may hold; 0 = the model does not batch. Default: 16 when every input has a variable first dimension, else 0.',
     },
@@ -53,29 +86,34 @@ export const modelConfigSchema = {
           kind: 'duration',
           allowAuto: true,
           default: 1_000,
+          max: 600 * SECOND_US,
           description:
             'Longest the oldest queued request waits for a fuller batch (µs, or "5ms"). 0 batches what is queued when an instance frees. `auto`: the server times batches at load, learns T(B) = c + m·B and the arrival rate as it serves, and waits only while waiting lowers the instance time per row, inside `max_latency` (docs/serving.md, "Adaptive batching").',
         },
         max_latency: {
           kind: 'duration',
+          max: 600 * SECOND_US,
           description:
             'With `max_queue_delay: auto`, the latency budget: no request is held for partners past the point where its expected completion would pass 80 % of it (the rest is for writing the answer), and a request is refused with 503 `BS_ERR_LATENCY_BUDGET` instead of queued when its expected completion (the queue ahead at the learnt batch cost, scaled by how long recent batches held their instance) would pass it (docs/serving.md, "Adaptive batching"). Default: `default_timeout` (1 s when that is 0).',
         },
         preferred_batch_sizes: {
           kind: 'array',
           default: [],
-          items: { kind: 'integer', min: 1, description: 'A batch size.' },
+          maxItems: MODEL_CONFIG_LIMITS.preferredBatchSizes,
+          items: { kind: 'integer', min: 1, max: MODEL_CONFIG_LIMITS.batchSize, description: 'A batch size.' },
           description: 'Batch sizes dispatched at once when reached; also warmed up at load.',
         },
         max_queue_size: {
           kind: 'integer',
           min: 1,
+          max: MODEL_CONFIG_LIMITS.queueSize,
           default: 1_024,
           description: 'Queued rows beyond which requests get 503 "Exceeds maximum queue size".',
         },
         default_timeout: {
           kind: 'duration',
-          default: 30_000_000,
+          default: 30 * SECOND_US,
+          max: 24 * 3600 * SECOND_US,
           description: 'How long a request may wait in the queue (µs, or "30s"); 0 = forever.',
         },
         priority_levels: {
@@ -96,7 +134,13 @@ export const modelConfigSchema = {
         kind: 'object',
         description: 'One instance group.',
         fields: {
-          count: { kind: 'integer', min: 1, max: 64, default: 1, description: 'Instances in this group.' },
+          count: {
+            kind: 'integer',
+            min: 1,
+            max: MODEL_CONFIG_LIMITS.instances,
+            default: 1,
+            description: 'Instances in this group.',
+          },
           device: {
             kind: 'string',
             default: 'cpu',
@@ -115,14 +159,16 @@ export const modelConfigSchema = {
         intra_op_threads: {
           kind: 'integer',
           min: 0,
+          max: MODEL_CONFIG_LIMITS.threads,
           default: 0,
-          description: 'Threads inside one operator; 0 lets onnxruntime choose.',
+          description: `Threads inside one operator; 0 lets onnxruntime choose. serve also refuses more than ${MODEL_CONFIG_LIMITS.threadsPerCore} per CPU core of its machine (os.availableParallelism()).`,
         },
         inter_op_threads: {
           kind: 'integer',
           min: 0,
+          max: MODEL_CONFIG_LIMITS.threads,
           default: 0,
-          description: 'Threads across operators; 0 lets onnxruntime choose.',
+          description: `Threads across operators; 0 lets onnxruntime choose. serve also refuses more than ${MODEL_CONFIG_LIMITS.threadsPerCore} per CPU core of its machine.`,
         },
         graph_optimization_level: {
           kind: 'enum',
@@ -169,10 +215,24 @@ export const modelConfigSchema = {
         fixed_cost: {
           kind: 'duration',
           default: 4_000,
+          max: 60 * SECOND_US,
           description: 'c: what every forward pass costs, whatever its rows (µs, or "4ms").',
         },
-        row_cost: { kind: 'duration', default: 250, description: 'm: what each row of a pass adds (µs, or "250us").' },
+        row_cost: {
+          kind: 'duration',
+          default: 250,
+          max: 60 * SECOND_US,
+          description: 'm: what each row of a pass adds (µs, or "250us").',
+        },
       },
+    },
+    handler_load_timeout: {
+      kind: 'duration',
+      min: 1_000,
+      max: 600 * SECOND_US,
+      default: 30 * SECOND_US,
+      description:
+        'How long importing a handler file may take, at pack and at each load (µs, or "30s"). The import runs in a worker thread, so a handler that loops or calls process.exit at import ends only that thread: past the timeout the thread is stopped and pack, or that model\'s load, fails with BS_ERR_HANDLER_LOAD_TIMEOUT while the other models load and serve.',
     },
     warmup: {
       kind: 'boolean',
@@ -190,6 +250,7 @@ export const modelConfigSchema = {
         max_bytes: {
           kind: 'integer',
           min: 1,
+          max: 2 ** 40,
           default: 64 * 1024 * 1024,
           description: 'Bytes of keys and answers kept; the least recently used go first.',
         },
@@ -223,18 +284,21 @@ export const modelConfigSchema = {
         top_k: {
           kind: 'integer',
           min: 1,
+          max: MODEL_CONFIG_LIMITS.topK,
           default: 5,
           description: 'Classifiers (a model with labels): labels kept per row, best first, instead of the scores.',
         },
         max_file_size: {
           kind: 'integer',
           min: 1024,
+          max: 2 ** 40,
           default: 64 * 1024 * 1024,
           description: 'Bytes after which the next file is started.',
         },
         max_files: {
           kind: 'integer',
           min: 1,
+          max: 100_000,
           default: 10,
           description: 'Files kept; the oldest is deleted when a new one would exceed it.',
         },
@@ -284,7 +348,13 @@ export const modelConfigSchema = {
           items: { kind: 'number', min: 1e-9, description: 'A channel standard deviation.' },
           description: 'Per-channel standard deviation the centred pixels are divided by.',
         },
-        top_k: { kind: 'integer', min: 1, default: 5, description: 'Classes returned per image, best first.' },
+        top_k: {
+          kind: 'integer',
+          min: 1,
+          max: MODEL_CONFIG_LIMITS.topK,
+          default: 5,
+          description: 'Classes returned per image, best first.',
+        },
         softmax: {
           kind: 'enum',
           values: ['auto', 'always', 'never'],
@@ -364,6 +434,8 @@ export interface ModelConfig {
     readonly thread: 'worker' | 'main';
   };
   readonly tensorrt: TensorrtOptions;
+  /** Microseconds. */
+  readonly handler_load_timeout: number;
   readonly warmup: boolean;
   readonly simulated_device?: SimulatedDeviceConfig;
   readonly prediction_log?: PredictionLogConfig;
@@ -391,6 +463,24 @@ export function validateModelConfig(raw: unknown, source: string): ModelConfig {
   if (config) problems.push(...crossFieldProblems(config));
   if (problems.length > 0 || !config) throw new ConfigInvalidError(source, problems);
   return deepFreeze(config);
+}
+
+/**
+ * What serve checks beyond the schema, against the machine it runs on: an archive packed on a
+ * larger machine may ask for more threads than this one has cores for, and onnxruntime starts
+ * every one of them per instance without a word.
+ */
+export function machineLimitProblems(config: ModelConfig, cores = availableParallelism()): string[] {
+  const { threadsPerCore } = MODEL_CONFIG_LIMITS;
+  const cap = cores * threadsPerCore;
+  return (['intra_op_threads', 'inter_op_threads'] as const).flatMap((key) => {
+    const threads = config.runtime[key];
+    return threads > cap
+      ? [
+          `runtime.${key}: expected at most ${cap} (${threadsPerCore} per CPU core of this machine's ${cores}), got ${threads}`,
+        ]
+      : [];
+  });
 }
 
 function crossFieldProblems(config: ModelConfig): string[] {

@@ -62,6 +62,8 @@ export const versionPolicySpec = {
     latest: {
       kind: 'integer',
       min: 1,
+      // Each version kept is a loaded model with its own instances.
+      max: 256,
       description: 'Keep the N highest versions; loading a newer one drains and unloads the oldest.',
     },
     specific: {

@@ -5,6 +5,13 @@ import type { FieldSpec } from './schema-kit.js';
 /** `steps.ts#prepare`: an archive file (JavaScript or TypeScript) and the name it exports. */
 export const FUNCTION_REFERENCE = /^[^/\\#][^\\#]*\.(js|mjs|ts|mts)#[A-Za-z_$][\w$]*$/;
 
+/** onnxruntime's tensors have at most this many dimensions in practice; an axis past it is a typo. */
+const MAX_RANK = 32;
+/** A padded size: what one typed array can index. */
+const MAX_PADDED_SIZE = 2 ** 31 - 1;
+/** Each step is a node of the graph checked at load; a longer pipeline is a generated mistake. */
+const MAX_STEPS = 256;
+
 const tensorMap = (what: string): FieldSpec => ({
   kind: 'map',
   keyHint: what,
@@ -22,6 +29,7 @@ export const pipelineSchema = {
     steps: {
       kind: 'array',
       minItems: 1,
+      maxItems: MAX_STEPS,
       default: [],
       description: 'The steps; they run in the order their tensors need, whatever the order listed.',
       items: {
@@ -64,11 +72,22 @@ export const pipelineSchema = {
               kind: 'object',
               description: 'How one input is padded.',
               fields: {
-                axis: { kind: 'integer', min: 1, description: 'The axis padded (0 is the rows).' },
-                multiple: { kind: 'integer', min: 1, description: 'Sizes are rounded up to a multiple of this.' },
+                axis: {
+                  kind: 'integer',
+                  min: 1,
+                  max: MAX_RANK - 1,
+                  description: 'The axis padded (0 is the rows).',
+                },
+                multiple: {
+                  kind: 'integer',
+                  min: 1,
+                  max: MAX_PADDED_SIZE,
+                  description: 'Sizes are rounded up to a multiple of this.',
+                },
                 max: {
                   kind: 'integer',
                   min: 1,
+                  max: MAX_PADDED_SIZE,
                   description: 'Largest size after padding; a longer one is that request’s 400. Default: none.',
                 },
                 value: { kind: 'number', default: 0, description: 'The value padded with.' },

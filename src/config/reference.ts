@@ -1,4 +1,4 @@
-import type { FieldSpec } from './schema-kit.js';
+import { formatDuration, type FieldSpec } from './schema-kit.js';
 import { modelConfigSchema } from './model-config.js';
 
 /**
@@ -59,8 +59,18 @@ function typeName(spec: FieldSpec): string {
     case 'map':
       return `mapping of ${spec.keyHint} → ${spec.values.kind === 'object' ? 'mapping' : typeName(spec.values)}`;
     case 'duration':
-      return 'duration';
+      return `duration${bounds(spec.min, spec.max, formatDuration)}`;
+    case 'integer':
+    case 'number':
+      return `${spec.kind}${bounds(spec.min, spec.max, String)}`;
     default:
       return spec.kind;
   }
+}
+
+/** The range validation enforces, shown beside the type so the limits are documented where the keys are. */
+function bounds(min: number | undefined, max: number | undefined, format: (value: number) => string): string {
+  if (min !== undefined && max !== undefined) return ` ${format(min)}–${format(max)}`;
+  if (min !== undefined) return ` ≥ ${format(min)}`;
+  return max === undefined ? '' : ` ≤ ${format(max)}`;
 }

@@ -9,8 +9,15 @@ export type FieldSpec =
   | { kind: 'boolean'; description: string; default?: boolean }
   | { kind: 'string'; description: string; default?: string; pattern?: RegExp; patternHint?: string }
   | { kind: 'enum'; description: string; default?: string; values: readonly string[] }
-  | { kind: 'duration'; description: string; default?: number; allowAuto?: boolean }
-  | { kind: 'array'; description: string; default?: readonly unknown[]; items: FieldSpec; minItems?: number }
+  | { kind: 'duration'; description: string; default?: number; allowAuto?: boolean; min?: number; max?: number }
+  | {
+      kind: 'array';
+      description: string;
+      default?: readonly unknown[];
+      items: FieldSpec;
+      minItems?: number;
+      maxItems?: number;
+    }
   | { kind: 'object'; description: string; fields: Readonly<Record<string, FieldSpec>>; optional?: boolean }
   | { kind: 'map'; description: string; keyHint: string; values: FieldSpec; keyPattern?: RegExp };
 
@@ -94,6 +101,8 @@ export function validateField(spec: FieldSpec, value: unknown, path: string, pro
       if (micros === undefined) {
         const auto = spec.allowAuto ? ', or auto' : '';
         problems.push(`${path}: expected microseconds (an integer) or a duration such as "5ms"${auto}, ${got}`);
+      } else if ((spec.min !== undefined && micros < spec.min) || (spec.max !== undefined && micros > spec.max)) {
+        problems.push(`${path}: expected ${durationRangeText(spec.min, spec.max)}, ${got}`);
       }
       return micros;
     }
@@ -104,6 +113,10 @@ export function validateField(spec: FieldSpec, value: unknown, path: string, pro
       }
       if (spec.minItems !== undefined && value.length < spec.minItems) {
         problems.push(`${path}: expected at least ${spec.minItems} item(s), got ${value.length}`);
+      }
+      if (spec.maxItems !== undefined && value.length > spec.maxItems) {
+        problems.push(`${path}: expected at most ${spec.maxItems} item(s), got ${value.length}`);
+        return spec.default;
       }
       return value.map((item, index) => validateField(spec.items, item, `${path}[${index}]`, problems));
     }
@@ -150,6 +163,12 @@ function rangeText(min: number | undefined, max: number | undefined): string {
   if (min !== undefined && max !== undefined) return `a value from ${min} to ${max}`;
   if (min !== undefined) return `a value ≥ ${min}`;
   return `a value ≤ ${String(max)}`;
+}
+
+function durationRangeText(min: number | undefined, max: number | undefined): string {
+  if (min !== undefined && max !== undefined) return `a duration from ${formatDuration(min)} to ${formatDuration(max)}`;
+  if (min !== undefined) return `a duration of at least ${formatDuration(min)}`;
+  return `a duration of at most ${formatDuration(max ?? 0)}`;
 }
 
 export function deepFreeze<T>(value: T): T {

@@ -154,6 +154,13 @@ export class HandlerInvalidError extends BatchserveError {
   declare readonly code: typeof HandlerInvalidError.code;
 }
 
+/** A handler's import ran past `handler_load_timeout`; the thread importing it was stopped. */
+export class HandlerLoadTimeoutError extends BatchserveError {
+  static override readonly code = 'BS_ERR_HANDLER_LOAD_TIMEOUT';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof HandlerLoadTimeoutError.code;
+}
+
 export class InferenceInputError extends BatchserveError {
   static override readonly code = 'BS_ERR_INFERENCE_INPUT';
   static override readonly httpStatus = 400;
@@ -464,6 +471,7 @@ export const errorClasses = [
   ModelSignatureMismatchError,
   ModelLoadError,
   HandlerInvalidError,
+  HandlerLoadTimeoutError,
   InferenceInputError,
   ModelNotFoundError,
   ModelConflictError,

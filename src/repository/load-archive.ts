@@ -5,9 +5,10 @@ import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { servedModelFile } from '../archive/served-model.js';
-import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
+import { machineLimitProblems, type CompleteModelConfig, type ModelConfig } from '../config/model-config.js';
 import { pathInside } from '../core/entry-name.js';
-import { ModelLoadError } from '../core/errors.js';
+import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
+import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
@@ -49,6 +50,8 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     const source = await openArchive(modelDir);
     const { manifest, config: storedConfig } = await readArchiveContents(source).finally(() => source.close());
     const configSource = `${archivePath}!${manifest.model.configFile}`;
+    const machineProblems = machineLimitProblems(storedConfig);
+    if (machineProblems.length > 0) throw new ConfigInvalidError(configSource, machineProblems);
     const labels = storedConfig.labels_file
       ? (await readFile(pathInside(modelDir, storedConfig.labels_file, 'labels_file'), 'utf8'))
           .split(/\r?\n/)
@@ -69,6 +72,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     let config: CompleteModelConfig | undefined;
     const deviceNotes: string[] = [];
     let fallbackLogged = false;
+    let handlerChecked = false;
 
     const createInstance = async (index: number): Promise<ServingInstance> => {
       const device = devices[index] ?? devices[0] ?? 'cpu';
@@ -96,6 +100,12 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
         config ??= started.config;
         if (started.deviceNote) deviceNotes.push(`${id}: ${started.deviceNote}`);
         return started.instance;
+      }
+      // A main-thread instance imports into the server's own thread, where a handler that loops
+      // or exits at import would stop every model: its import is tried in a worker first.
+      if (!handlerChecked && !isBuiltinHandler(handler)) {
+        await checkHandlerImport(handler, storedConfig.handler_load_timeout / 1000);
+        handlerChecked = true;
       }
       const opened = await openInstance(spec);
       config ??= opened.config;

@@ -9,7 +9,8 @@ import {
   type SubmitOptions,
   type SubmitResult,
 } from '../batching/batcher.js';
-import type { CompleteModelConfig } from '../config/model-config.js';
+import { MODEL_CONFIG_LIMITS, modelConfigSchema, type CompleteModelConfig } from '../config/model-config.js';
+import { validateField } from '../config/schema-kit.js';
 import type { ModelSignature } from '../protocol/prepared-request.js';
 import { ModelNotReadyError, UsageError } from '../core/errors.js';
 import { ModelStatistics } from '../metrics/model-statistics.js';
@@ -267,10 +268,13 @@ export class LoadedModel {
     if (maxBatchSize > 0 && config.max_batch_size === 0) {
       throw new UsageError(`model ${this.name} does not batch (max_batch_size 0); its batch size cannot be raised`);
     }
-    if (!Number.isSafeInteger(maxBatchSize) || maxBatchSize < 0) {
-      throw new UsageError(`batch size must be a non-negative integer, got ${maxBatchSize}`);
-    }
     const maxQueueDelay = change.maxQueueDelayUs ?? config.dynamic_batching.max_queue_delay;
+    // An override at run time is held to the bounds an archive's config is.
+    const problems: string[] = [];
+    validateField(modelConfigSchema.fields.max_batch_size, maxBatchSize, 'max_batch_size', problems);
+    const delaySpec = modelConfigSchema.fields.dynamic_batching.fields.max_queue_delay;
+    validateField(delaySpec, maxQueueDelay, 'dynamic_batching.max_queue_delay', problems);
+    if (problems.length > 0) throw new UsageError(`model ${this.name}: ${problems.join('; ')}`);
     this.#currentConfig = Object.freeze({
       ...config,
       max_batch_size: maxBatchSize,
@@ -287,8 +291,8 @@ export class LoadedModel {
 
   /** Grows or shrinks the instances; removed ones finish their running batch first. */
   async scale(count: number): Promise<void> {
-    if (!Number.isSafeInteger(count) || count < 1 || count > 64) {
-      throw new UsageError(`instance count must be from 1 to 64, got ${count}`);
+    if (!Number.isSafeInteger(count) || count < 1 || count > MODEL_CONFIG_LIMITS.instances) {
+      throw new UsageError(`instance count must be from 1 to ${MODEL_CONFIG_LIMITS.instances}, got ${count}`);
     }
     const current = this.#instanceList;
     if (count > current.length) {

@@ -12,7 +12,11 @@ if (!port) throw new Error('instance-worker must run in a worker thread');
 const spec = workerData as InstanceSpec & { id: string };
 
 try {
-  const opened = await openInstance(spec);
+  // The server times the handler's import from these: a loop at import never posts again.
+  const opened = await openInstance(spec, {
+    started: () => port.postMessage({ type: 'importing-handler' }),
+    finished: () => port.postMessage({ type: 'imported-handler' }),
+  });
   const instance = new ModelInstance(spec.id, opened.device, opened.session, opened.handler, opened.context);
   const runAndAnswer = (id: number, requests: WireRequest[]): Promise<void> =>
     instance.run(requests.map(fromWireRequest)).then(

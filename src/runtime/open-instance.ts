@@ -35,11 +35,17 @@ export interface OpenedInstance {
   readonly config: CompleteModelConfig;
 }
 
+/** Told when the handler's import starts and ends, so a thread outside can time it. */
+export interface HandlerImportWatch {
+  started(): void;
+  finished(): void;
+}
+
 /**
  * Opens the session on its device, checks the config against the real model, imports the
  * handler, runs its initialize hook and warms up every preferred batch size.
  */
-export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> {
+export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatch): Promise<OpenedInstance> {
   const {
     session: opened,
     device,
@@ -60,7 +66,9 @@ export async function openInstance(spec: InstanceSpec): Promise<OpenedInstance> 
         config.outputs,
       ) as unknown as ort.InferenceSession;
     }
+    watch?.started();
     const handler = await loadHandler(spec.handler);
+    watch?.finished();
     const context = createHandlerContext({
       modelName: spec.modelName,
       modelVersion: spec.modelVersion,

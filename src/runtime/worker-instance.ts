@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import type { BatchRunner } from '../batching/batch-runner.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
-import { InferenceFailedError } from '../core/errors.js';
+import { HandlerInvalidError, HandlerLoadTimeoutError, InferenceFailedError } from '../core/errors.js';
 import type { InstanceSpec } from './open-instance.js';
 import {
   buffersOf,
@@ -14,6 +14,7 @@ import {
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
 
 type WorkerMessage =
+  | { type: 'importing-handler' | 'imported-handler' }
   | { type: 'ready'; config: CompleteModelConfig; device: string; deviceNote?: string }
   | { type: 'failed'; error: WireError }
   | { type: 'result'; id: number; responses?: WireResponse[]; timings?: BatchTimings; error?: WireError };
@@ -65,25 +66,63 @@ export class WorkerInstance implements BatchRunner {
     });
   }
 
-  /** Starts the worker and resolves once the instance is open, checked and warmed up. */
+  /**
+   * Starts the worker and resolves once the instance is open, checked and warmed up. The
+   * handler's import alone is timed (`handler_load_timeout`): opening a session may rightly take
+   * minutes (a TensorRT build), an import that long is a handler stuck at its top level, and
+   * terminating the worker stops it.
+   */
   static async start(
     id: string,
     spec: InstanceSpec,
   ): Promise<{ instance: WorkerInstance; config: CompleteModelConfig; deviceNote?: string }> {
     const worker = new Worker(new URL('./instance-worker.js', import.meta.url), { workerData: { ...spec, id } });
+    let importTimer: NodeJS.Timeout | undefined;
+    const timeoutMs = spec.config.handler_load_timeout / 1000;
+    // Only these listeners go afterwards: removeAllListeners would also drop the worker's own
+    // wiring of its message port, and no answer to a batch would ever arrive.
+    let onMessage: ((message: WorkerMessage) => void) | undefined;
+    let onError: ((error: Error) => void) | undefined;
+    let onExit: ((code: number) => void) | undefined;
     const ready = await new Promise<Extract<WorkerMessage, { type: 'ready' }>>((resolve, reject) => {
-      worker.once('message', (message: WorkerMessage) => {
-        if (message.type === 'ready') resolve(message);
+      onMessage = (message) => {
+        if (message.type === 'importing-handler') {
+          importTimer = setTimeout(
+            () =>
+              reject(
+                new HandlerLoadTimeoutError(
+                  `instance ${id}: handler ${spec.handler} did not finish importing within ${timeoutMs} ms (handler_load_timeout); the import was stopped`,
+                ),
+              ),
+            timeoutMs,
+          );
+        } else if (message.type === 'imported-handler') {
+          clearTimeout(importTimer);
+          importTimer = undefined;
+        } else if (message.type === 'ready') resolve(message);
         else if (message.type === 'failed') reject(fromWireError(message.error));
+      };
+      onError = reject;
+      onExit = (code) =>
+        reject(
+          importTimer
+            ? new HandlerInvalidError(`handler ${spec.handler} called process.exit(${code}) while being imported`)
+            : new InferenceFailedError(`instance ${id} exited with code ${code} while loading`),
+        );
+      worker.on('message', onMessage);
+      worker.once('error', onError);
+      worker.once('exit', onExit);
+    })
+      .catch(async (error: unknown) => {
+        await worker.terminate();
+        throw error;
+      })
+      .finally(() => {
+        clearTimeout(importTimer);
+        if (onMessage) worker.off('message', onMessage);
+        if (onError) worker.off('error', onError);
+        if (onExit) worker.off('exit', onExit);
       });
-      worker.once('error', reject);
-      worker.once('exit', (code) =>
-        reject(new InferenceFailedError(`instance ${id} exited with code ${code} while loading`)),
-      );
-    }).catch(async (error: unknown) => {
-      await worker.terminate();
-      throw error;
-    });
     return {
       instance: new WorkerInstance(id, ready.device, worker),
       config: ready.config,

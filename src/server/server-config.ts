@@ -5,6 +5,9 @@ import { deepFreeze, validateField, type FieldSpec } from '../config/schema-kit.
 import { ConfigInvalidError } from '../core/errors.js';
 import { modelPolicyProblems, modelPolicySpec, type ModelPolicy } from '../config/model-policy.js';
 
+const SECOND_US = 1_000_000;
+const HOUR_US = 3600 * SECOND_US;
+
 const port = (defaultPort: number, what: string): FieldSpec => ({
   kind: 'integer',
   min: 0,
@@ -58,6 +61,7 @@ export const serverConfigSchema = {
     grpc_max_streams: {
       kind: 'integer',
       min: 1,
+      max: 100_000,
       default: 100,
       description:
         'ModelStreamInfer streams open at once, over all connections; a stream beyond it is refused with RESOURCE_EXHAUSTED.',
@@ -72,57 +76,72 @@ export const serverConfigSchema = {
     },
     grpc_keepalive_time: {
       kind: 'duration',
-      default: 7_200_000_000,
+      min: SECOND_US,
+      max: 24 * HOUR_US,
+      default: 2 * HOUR_US,
       description:
         "How often the server pings an idle gRPC connection to see that the client is still there (gRPC's default, 2 h).",
     },
     grpc_keepalive_timeout: {
       kind: 'duration',
-      default: 20_000_000,
+      min: 1_000,
+      max: 600 * SECOND_US,
+      default: 20 * SECOND_US,
       description: 'How long a keepalive ping may go unanswered before the connection is closed.',
     },
     max_request_size: {
       kind: 'integer',
       min: 1,
+      // A body is read into one Buffer; 2 GiB is the most Node 20's Buffer.concat and JSON.parse reliably take.
+      max: 2 ** 31,
       default: 64 * 1024 * 1024,
       description: 'Largest request body in bytes; larger ones get 413.',
     },
     headers_timeout: {
       kind: 'duration',
-      default: 10_000_000,
+      min: 1_000,
+      max: 600 * SECOND_US,
+      default: 10 * SECOND_US,
       description:
         "How long a client may take to send a request's headers; slower ones are cut (408), which stops slow-header attacks.",
     },
     request_timeout: {
       kind: 'duration',
-      default: 300_000_000,
+      max: 24 * HOUR_US,
+      default: 300 * SECOND_US,
       description: 'How long a client may take to send a whole request, body included; 0 turns the limit off.',
     },
     keep_alive_timeout: {
       kind: 'duration',
-      default: 5_000_000,
+      max: 600 * SECOND_US,
+      default: 5 * SECOND_US,
       description: 'How long an idle keep-alive connection stays open for its next request.',
     },
     max_connections: {
       kind: 'integer',
       min: 1,
+      // Each is a file descriptor; past 65 536 the process limit (ulimit -n) is the real bound.
+      max: 65_536,
       default: 1024,
       description: 'Open connections each API port accepts at once; further ones are closed as they arrive.',
     },
     max_header_size: {
       kind: 'integer',
       min: 1024,
+      max: 1024 * 1024,
       default: 16 * 1024,
       description: 'Largest request header section in bytes; larger ones get 431.',
     },
     drain_timeout: {
       kind: 'duration',
-      default: 30_000_000,
+      max: HOUR_US,
+      default: 30 * SECOND_US,
       description: 'On SIGTERM/SIGINT, how long admitted requests may take to finish before the server exits.',
     },
     gpu_metrics_interval: {
       kind: 'duration',
-      default: 5_000_000,
+      max: HOUR_US,
+      default: 5 * SECOND_US,
       description:
         'How often the `batchserve_gpu_*` gauges are sampled from `nvidia-smi` while some model has an instance on a GPU (cuda, tensorrt, webgpu); 0 turns them off. Without `nvidia-smi` nothing is sampled (one log line).',
     },
