@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { packArchive } from '../../src/archive/pack.js';
 import type { BatchServer } from '../../src/server/server.js';
 import { InferenceClient } from '../fixtures/grpc-client.js';
-import { identityModel, writeModel, ONNX_ELEMENT_TYPE } from '../fixtures/onnx-models.js';
+import { affineModel, identityModel, writeModel, ONNX_ELEMENT_TYPE } from '../fixtures/onnx-models.js';
 import { affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { samplesOf } from '../metrics/prometheus-text.js';
@@ -584,4 +584,49 @@ test('errors that echo a large input arrive at once, short, and the same connect
     const next = await grpc.call('ModelInfer', affineInfer(), {}, { deadline: Date.now() + 5_000 });
     assert.equal(next.error, undefined, `after ${what}, the same connection serves`);
   }
+});
+
+test('a zero-size dimension of an image-shaped input, the batch one too, is a 400 over REST and INVALID_ARGUMENT over gRPC', async (t) => {
+  const dir = await tempDir(t);
+  const serializedFile = await writeModel(dir, 'image.onnx', affineModel([3, 'height', 'width']));
+  await writeFile(join(dir, 'image-config.yaml'), 'max_batch_size: 8\n');
+  const { path } = await packArchive({
+    modelName: 'image',
+    serializedFile,
+    configFile: join(dir, 'image-config.yaml'),
+    exportPath: join(dir, 'store'),
+  });
+  const server = await startTestServer(t, { models: [`image=${path}`] });
+  const grpc = client(t, server);
+  const url = `${server.urls.inference}/v2/models/image/infer`;
+  const input = (shape: number[]) => ({ name: 'x', datatype: 'FP32', shape });
+  const elements = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+  for (const shape of [
+    [1, 3, 0, 192],
+    [1, 3, 192, 0],
+    [0, 3, 8, 8],
+  ]) {
+    const rest = await call(url, { body: JSON.stringify({ inputs: [{ ...input(shape), data: [] }] }) });
+    assert.equal(rest.status, 400, JSON.stringify(rest.body));
+    assert.deepEqual(Object.keys(rest.body), ['error', 'code']);
+    assert.equal(rest.body.code, 'BS_ERR_INFERENCE_INPUT');
+    const refused = await grpc.call('ModelInfer', {
+      model_name: 'image',
+      inputs: [input(shape)],
+      raw_input_contents: [Buffer.alloc(0)],
+    });
+    assert.equal(refused.error?.code, status.INVALID_ARGUMENT, `[${shape.join(', ')}]: ${refused.error?.details}`);
+    assert.equal(refused.error?.metadata['bs-error-code'], 'BS_ERR_INFERENCE_INPUT');
+  }
+  const shape = [1, 3, 2, 2];
+  const served = await grpc.call('ModelInfer', {
+    model_name: 'image',
+    inputs: [input(shape)],
+    raw_input_contents: [f32(Array.from({ length: elements(shape) }, () => 1))],
+  });
+  assert.equal(served.error, undefined, 'a non-empty image is served');
+  assert.deepEqual(
+    floats(served.response.raw_output_contents[0]),
+    Array.from({ length: elements(shape) }, () => 3),
+  );
 });
