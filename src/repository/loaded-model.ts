@@ -21,6 +21,15 @@ import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import type { HandlerRequest } from '../core/request.js';
 
+/** A live change of batching: `maxQueueDelayUs` is a delay, or `auto`. */
+export interface BatchingChange {
+  readonly maxBatchSize?: number;
+  readonly maxQueueDelayUs?: number | 'auto';
+}
+
+/** The most instances one model version runs. */
+export const MAX_INSTANCES = 64;
+
 export type ModelState = 'ready' | 'unloading' | 'unloaded';
 
 /** Creates one more instance of a model (a session on a device), numbered `index`. */
@@ -261,15 +270,10 @@ export class LoadedModel {
   }
 
   /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` (a delay, or `auto`) of the running batcher. */
-  reconfigure(change: { maxBatchSize?: number; maxQueueDelayUs?: number | 'auto' }): void {
+  reconfigure(change: BatchingChange): void {
+    this.checkReconfigure(change);
     const config = this.#currentConfig;
     const maxBatchSize = change.maxBatchSize ?? config.max_batch_size;
-    if (maxBatchSize > 0 && config.max_batch_size === 0) {
-      throw new UsageError(`model ${this.name} does not batch (max_batch_size 0); its batch size cannot be raised`);
-    }
-    if (!Number.isSafeInteger(maxBatchSize) || maxBatchSize < 0) {
-      throw new UsageError(`batch size must be a non-negative integer, got ${maxBatchSize}`);
-    }
     const maxQueueDelay = change.maxQueueDelayUs ?? config.dynamic_batching.max_queue_delay;
     this.#currentConfig = Object.freeze({
       ...config,
@@ -285,10 +289,22 @@ export class LoadedModel {
     if (maxQueueDelay === 'auto') void this.calibrateCost();
   }
 
+  /** Throws what `reconfigure` would refuse, changing nothing: callers check every change before applying any. */
+  checkReconfigure(change: BatchingChange): void {
+    const config = this.#currentConfig;
+    const maxBatchSize = change.maxBatchSize ?? config.max_batch_size;
+    if (maxBatchSize > 0 && config.max_batch_size === 0) {
+      throw new UsageError(`model ${this.name} does not batch (max_batch_size 0); its batch size cannot be raised`);
+    }
+    if (!Number.isSafeInteger(maxBatchSize) || maxBatchSize < 0) {
+      throw new UsageError(`batch size must be a non-negative integer, got ${maxBatchSize}`);
+    }
+  }
+
   /** Grows or shrinks the instances; removed ones finish their running batch first. */
   async scale(count: number): Promise<void> {
-    if (!Number.isSafeInteger(count) || count < 1 || count > 64) {
-      throw new UsageError(`instance count must be from 1 to 64, got ${count}`);
+    if (!Number.isSafeInteger(count) || count < 1 || count > MAX_INSTANCES) {
+      throw new UsageError(`instance count must be from 1 to ${MAX_INSTANCES}, got ${count}`);
     }
     const current = this.#instanceList;
     if (count > current.length) {

@@ -249,3 +249,57 @@ test('an allow-listed URL is downloaded into the model store and registered; --m
   assert.deepEqual(await readFile(join(dir, 'store', 'second.mar')), bytes, 'kept in the model store');
   assert.equal((await call(`${server.urls.inference}/v2/models/second/ready`)).status, 200);
 });
+
+test('a refused register or scale changes nothing: every parameter is checked before any is applied', async (t) => {
+  const dir = await tempDir(t);
+  const first = await packAffine(dir);
+  await packAffine(dir, { name: 'second' });
+  await packAffine(dir, { name: 'single', config: 'max_batch_size: 0\n' });
+  const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
+  const base = server.urls.management;
+  const loaded = async (name: string): Promise<boolean> =>
+    (await call(`${server.urls.inference}/v2/models/${name}`)).status === 200;
+
+  for (const query of ['initial_workers=0', 'batch_size=abc', 'min_worker=3&max_worker=2', 'max_worker=0']) {
+    const refused = await call(`${base}/models?url=second.mar&${query}`, { method: 'POST', headers: AUTH });
+    assert.equal(refused.status, 400, query);
+    assert.equal(refused.body.code, 'BS_ERR_USAGE', query);
+    assert.equal(await loaded('second'), false, `${query}: not loaded`);
+  }
+  const both = await call(`${base}/models?url=second.mar&batch_size=x&initial_workers=0`, {
+    method: 'POST',
+    headers: AUTH,
+  });
+  assert.match(both.body.error, /batch_size.*; initial_workers/, 'every problem at once');
+  // Only the loaded model can say it does not batch: it is unloaded again, not left serving.
+  const single = await call(`${base}/models?url=single.mar&batch_size=4`, { method: 'POST', headers: AUTH });
+  assert.equal(single.status, 400);
+  assert.match(single.body.error, /does not batch/);
+  assert.equal(await loaded('single'), false);
+  const registered = await call(`${base}/models?url=second.mar&initial_workers=2&max_worker=3`, {
+    method: 'POST',
+    headers: AUTH,
+  });
+  assert.equal(registered.status, 200, 'no 409: the refused attempts left nothing loaded');
+
+  const described = async (): Promise<{ batchSize: number; workers: unknown[]; maxWorkers: number }> =>
+    (await call(`${base}/models/affine/1`, { headers: AUTH })).body[0];
+  const before = await described();
+  for (const query of [
+    'batch_size=7&min_worker=0',
+    'batch_size=7&min_worker=3&max_worker=2',
+    'batch_size=7&max_worker=x',
+  ]) {
+    const refused = await call(`${base}/models/affine/1?${query}`, { method: 'PUT', headers: AUTH });
+    assert.equal(refused.status, 400, query);
+    assert.deepEqual(await described(), before, `${query}: batch size and workers unchanged`);
+  }
+  const scaled = await call(`${base}/models/affine/1?min_worker=2&max_worker=3`, { method: 'PUT', headers: AUTH });
+  assert.equal(scaled.status, 200);
+  assert.equal((await described()).workers.length, 2, 'the count is min_worker');
+  await call(`${base}/models/affine/1?min_worker=3`, { method: 'PUT', headers: AUTH });
+  const capped = await call(`${base}/models/affine/1?max_worker=1`, { method: 'PUT', headers: AUTH });
+  assert.equal(capped.status, 200);
+  assert.equal((await described()).workers.length, 1, 'max_worker alone lowers a larger count to it');
+  assert.equal((await described()).maxWorkers, 1);
+});
