@@ -303,3 +303,21 @@ test('a refused register or scale changes nothing: every parameter is checked be
   assert.equal((await described()).workers.length, 1, 'max_worker alone lowers a larger count to it');
   assert.equal((await described()).maxWorkers, 1);
 });
+
+test('the repository index gives no stale reason: a 409 for a version already loaded is not kept after its unload', async (t) => {
+  const dir = await tempDir(t);
+  const first = await packAffine(dir);
+  await packAffine(dir, { name: 'second' });
+  const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
+  const base = server.urls.management;
+  const register = (): Promise<{ status: number }> =>
+    call(`${base}/models?url=second.mar`, { method: 'POST', headers: AUTH });
+  assert.equal((await register()).status, 200);
+  assert.equal((await register()).status, 409);
+  assert.equal((await call(`${base}/models/second`, { method: 'DELETE', headers: AUTH })).status, 200);
+  const index = await call(`${server.urls.inference}/v2/repository/index`, { method: 'POST', body: '{}' });
+  assert.deepEqual(index.body, [
+    { name: 'affine', version: '1', state: 'READY' },
+    { name: 'second', version: '1', state: 'UNAVAILABLE' },
+  ]);
+});
