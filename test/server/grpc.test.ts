@@ -307,6 +307,22 @@ test('a full queue is UNAVAILABLE "Exceeds maximum queue size"; a queued timeout
   );
 });
 
+test('RepositoryModelLoad applies the config parameter, and refuses a key it cannot set with INVALID_ARGUMENT', async (t) => {
+  const server = await affineServer(t);
+  const grpc = client(t, server);
+  const load = (config: string) =>
+    grpc.call('RepositoryModelLoad', { model_name: 'affine', parameters: { config: { string_param: config } } }, TOKEN);
+  const applied = await load('{"max_batch_size": 3, "instance_group": [{"count": 2}]}');
+  assert.equal(applied.error, undefined);
+  const config = (await grpc.call('ModelConfig', { name: 'affine' })).response.config;
+  assert.equal(config.max_batch_size, 3);
+  assert.equal(config.instance_group[0].count, 2);
+  const refused = await load('{"max_batch_size": 5, "backend": "tensorrt"}');
+  assert.equal(refused.error?.code, status.INVALID_ARGUMENT);
+  assert.match(refused.error?.details ?? '', /backend cannot be set by a load here/);
+  assert.equal((await grpc.call('ModelConfig', { name: 'affine' })).response.config.max_batch_size, 3, 'unchanged');
+});
+
 test('ModelStreamInfer answers many requests on one stream as they finish; a bad one gets its error_message and the stream goes on', async (t) => {
   const server = await affineServer(t);
   const stream = client(t, server).stream();

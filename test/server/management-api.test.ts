@@ -321,3 +321,58 @@ test('the repository index gives no stale reason: a 409 for a version already lo
     { name: 'second', version: '1', state: 'UNAVAILABLE' },
   ]);
 });
+
+test("a v2 repository load's config sets batch size, queue delay and instance count; other keys are refused and change nothing", async (t) => {
+  const dir = await tempDir(t);
+  const first = await packAffine(dir);
+  await packAffine(dir, { name: 'second' });
+  await packAffine(dir, { name: 'single', config: 'max_batch_size: 0\n' });
+  const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
+  const base = server.urls.inference;
+  const load = (name: string, parameters: Record<string, unknown>) =>
+    call(`${base}/v2/repository/models/${name}/load`, {
+      method: 'POST',
+      body: JSON.stringify({ parameters }),
+      headers: AUTH,
+    });
+  const configOf = async (name: string) => {
+    const config = (await call(`${base}/v2/models/${name}/config`)).body;
+    return {
+      max_batch_size: config.max_batch_size,
+      delay: config.dynamic_batching.max_queue_delay_microseconds,
+      instances: config.instance_group.reduce((sum: number, group: { count: number }) => sum + group.count, 0),
+    };
+  };
+  const wanted = {
+    max_batch_size: 4,
+    dynamic_batching: { max_queue_delay_microseconds: 2000 },
+    instance_group: [{ count: 2 }],
+  };
+  const loaded = await load('second', { config: JSON.stringify({ name: 'second', ...wanted }) });
+  assert.equal(loaded.status, 200, JSON.stringify(loaded.body));
+  assert.deepEqual(await configOf('second'), { max_batch_size: 4, delay: 2000, instances: 2 });
+
+  // Loaded already: the config applies to the loaded version, as Triton's reload with a config.
+  assert.equal((await load('affine', { config: '{"max_batch_size": 2}' })).status, 200);
+  assert.deepEqual(await configOf('affine'), { max_batch_size: 2, delay: 1000, instances: 1 });
+
+  for (const [what, parameters] of [
+    ['a key we cannot set', { config: '{"max_batch_size": 3, "input": []}' }],
+    ['a batching field we cannot set', { config: '{"dynamic_batching": {"preferred_batch_size": [2]}}' }],
+    ['a device kind', { config: '{"instance_group": [{"count": 3, "kind": "KIND_GPU"}]}' }],
+    ['another model name', { config: '{"name": "other", "max_batch_size": 3}' }],
+    ['not JSON', { config: '{max_batch_size' }],
+    ['a file override', { config: '{"max_batch_size": 3}', 'file:1/model.onnx': 'AAAA' }],
+  ] as const) {
+    const refused = await load('affine', parameters);
+    assert.equal(refused.status, 400, what);
+    assert.equal(refused.body.code, 'BS_ERR_USAGE', what);
+    assert.deepEqual(await configOf('affine'), { max_batch_size: 2, delay: 1000, instances: 1 }, `${what}: unchanged`);
+  }
+  const unknown = await load('affine', { config: '{"version_policy": {"latest": {}}}' });
+  assert.match(unknown.body.error, /version_policy cannot be set by a load here.*may set max_batch_size/);
+  const single = await load('single', { config: '{"max_batch_size": 4}' });
+  assert.equal(single.status, 400);
+  assert.match(single.body.error, /does not batch/);
+  assert.equal((await call(`${base}/v2/models/single`)).status, 404, 'the load that was refused left nothing loaded');
+});
