@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import {
   Metadata,
@@ -304,6 +305,10 @@ export class GrpcInferenceApi {
     const stream: OpenStream = { call, pending: 0, clientDone: false };
     this.#streams.add(stream);
     const signal = cancelSignal(call);
+    // The stream's requests share its cancel signal, and each one queued or running holds one
+    // abort listener on it until it settles (the batcher removes it): their count is the
+    // stream's requests in flight, bounded by the queue, not a leak past Node's default of 10.
+    setMaxListeners(0, signal);
     call.on('data', (raw: Buffer) => {
       // Read before the request runs: its bytes may be moved into an instance.
       const head = echo(raw);

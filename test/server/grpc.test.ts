@@ -355,6 +355,40 @@ test('ModelStreamInfer answers many requests on one stream as they finish; a bad
   }
 });
 
+test('ModelStreamInfer with 50 requests in flight on one stream emits no MaxListenersExceededWarning', async (t) => {
+  const gate = installGate(t);
+  const archive = await packAffine(join(await tempDir(t), 'v1'), {
+    config: `max_batch_size: 1\n${GATED_CONFIG}`,
+    handlerSource: GATED_HANDLER,
+  });
+  const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error): number => warnings.push(warning);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  const stream = client(t, server).stream();
+  let answered = 0;
+  stream.on('data', (message) => {
+    assert.equal(message.error_message, '');
+    answered += 1;
+  });
+  const ended = new Promise((done) => stream.on('end', done));
+  gate.hold();
+  for (let index = 0; index < 50; index++) stream.write(affineInfer({ id: `s${index}` }, [[index, 0, 0, 0]]));
+  stream.end();
+  // One running, 49 queued: all 50 are in flight on the stream at once.
+  await waitUntil(() => server.repository.get('affine').queuedRows === 49, 'the stream’s requests queued');
+  gate.openAll();
+  await ended;
+  assert.equal(answered, 50);
+  // A warning is emitted on the next tick after the listener that passed the limit.
+  await new Promise((done) => setImmediate(done));
+  assert.deepEqual(
+    warnings.map((warning) => `${warning.name}: ${warning.message}`),
+    [],
+  );
+});
+
 test('versions, sticky splits from metadata, shadows, metrics with a protocol label and the prediction log treat gRPC as REST', async (t) => {
   const root = await tempDir(t);
   const v1 = await packAffine(join(root, 'v1'), { version: '1' });
