@@ -261,6 +261,13 @@ export class InferenceFailedError extends BatchserveError {
   declare readonly code: typeof InferenceFailedError.code;
 }
 
+/** A route other servers offer that batchserve knows and does not serve (TorchServe's explanations). */
+export class NotImplementedError extends BatchserveError {
+  static override readonly code = 'BS_ERR_NOT_IMPLEMENTED';
+  static override readonly httpStatus = 501;
+  declare readonly code: typeof NotImplementedError.code;
+}
+
 export class RouteNotFoundError extends BatchserveError {
   static override readonly code = 'BS_ERR_ROUTE_NOT_FOUND';
   static override readonly httpStatus = 404;
@@ -462,6 +469,7 @@ export const errorClasses = [
   LatencyBudgetError,
   RequestCancelledError,
   InferenceFailedError,
+  NotImplementedError,
   RouteNotFoundError,
   MethodNotAllowedError,
   PayloadTooLargeError,

@@ -7,6 +7,7 @@ import {
   InferenceFailedError,
   InferenceInputError,
   ModelNotReadyError,
+  NotImplementedError,
   UsageError,
 } from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
@@ -32,6 +33,7 @@ import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.j
 import { tensorToNested } from '../protocol/nested.js';
 import { prepareV2Request, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
 import type { HandlerRequest } from '../core/request.js';
+import { FORM_TYPES, uploadedRequests } from '../protocol/form-body.js';
 import { responseWritten, traceNow } from '../core/trace-channels.js';
 import { recordedRun, type RequestOutcome } from './request-outcome.js';
 import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
@@ -276,6 +278,15 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     },
     {
       method: 'POST',
+      path: new RegExp(`^/explanations/${MODEL}(?:/([^/]+))?$`),
+      handle: async () => {
+        throw new NotImplementedError(
+          'explanations are not served: TorchServe computes them with Captum in its Python handlers, which batchserve does not run; use /predictions or /v2/models/{model}/infer',
+        );
+      },
+    },
+    {
+      method: 'POST',
       path: new RegExp(`^/v2/models/${MODEL}/feedback$`),
       handle: feedbackRoute,
     },
@@ -432,22 +443,55 @@ async function predict(
 ): Promise<SubmitResult> {
   if (body.length === 0) throw new InferenceInputError('the request body is empty');
   const contentType = mediaType(req);
-  const request: HandlerRequest = { body, ...(contentType ? { contentType } : {}) };
-  const shapeKey = `body:${contentType ?? ''}`;
-  const shadowed = shadows?.mirror(
-    model,
-    shadowRun((shadow) => shadow.infer(request, { rows: 1, shapeKey })),
+  const signal = disconnectSignal(res);
+  const run = (request: HandlerRequest, held: QueueReservation | undefined): Promise<SubmitResult> => {
+    const shapeKey = `body:${request.contentType ?? ''}`;
+    const shadowed = shadows?.mirror(
+      model,
+      shadowRun((shadow) => shadow.infer(request, { rows: 1, shapeKey })),
+    );
+    const movable = shadowed === undefined && logged?.body === undefined;
+    return model
+      .infer(movable ? { ...request, movable: true } : request, {
+        rows: 1,
+        shapeKey,
+        signal,
+        ...(held ? { reservation: held } : {}),
+      })
+      .then((result) => {
+        shadowed?.(result.response);
+        return result;
+      });
+  };
+  if (contentType === undefined || !FORM_TYPES.includes(contentType)) {
+    const result = await run({ body, ...(contentType ? { contentType } : {}) }, reservation);
+    sendPrediction(res, result.response);
+    return result;
+  }
+  // A TorchServe upload (curl -F data=@kitten.jpg): each data/body field is one request, run
+  // together so they can share a batch; several are answered as a JSON array, in order.
+  const parts = uploadedRequests(body, req.headers['content-type'] as string);
+  const results = await Promise.all(
+    parts.map((part, index) =>
+      run(
+        { body: part.data, ...(part.contentType ? { contentType: part.contentType } : {}) },
+        index === 0 ? reservation : undefined,
+      ),
+    ),
   );
-  const movable = shadowed === undefined && logged?.body === undefined;
-  const result = await model.infer(movable ? { ...request, movable: true } : request, {
-    rows: 1,
-    shapeKey,
-    signal: disconnectSignal(res),
-    ...(reservation ? { reservation } : {}),
-  });
-  shadowed?.(result.response);
-  sendPrediction(res, result.response);
-  return result;
+  if (results.length === 1) sendPrediction(res, (results[0] as SubmitResult).response);
+  else
+    sendJson(
+      res,
+      200,
+      results.map((result) => jsonAnswer(result.response)),
+    );
+  return results[results.length - 1] as SubmitResult;
+}
+
+/** One answer inside a JSON array: bytes as base64, text as a string, JSON as itself. */
+function jsonAnswer(response: unknown): unknown {
+  return Buffer.isBuffer(response) ? response.toString('base64') : response;
 }
 
 /** Request ids that can travel in a header: printable ASCII, and not too long to log. */

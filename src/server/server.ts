@@ -12,6 +12,7 @@ import { ModelRepository } from '../repository/model-repository.js';
 import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity } from '../repository/store-catalog.js';
 import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
+import { withApiDescription } from './api-description.js';
 import { inferenceRoutes } from './inference-api.js';
 import { outcomeRecorder } from './request-outcome.js';
 import { PredictionLogs } from './prediction-logging.js';
@@ -201,8 +202,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       requestFinished: outcomeRecorder(metrics, control, predictionLogs),
     });
     const urls: ApiAddresses = {
-      inference: await listen(inference, ports.inference),
-      management: await listen(management, ports.management),
+      inference: await listen(withApiDescription(inference, 'batchserve inference API'), ports.inference),
+      management: await listen(withApiDescription(management, 'batchserve management API'), ports.management),
       metrics: await listen(metricsRoutes, ports.metrics),
       grpc: (grpc = await startGrpcServer(config, grpcApi, ports.grpc)).url,
     };
