@@ -50,6 +50,12 @@ interface ModelSeries {
 }
 
 /** The server's Prometheus metrics, on a registry of its own so several servers can share a process. */
+const TOTAL_NAMED_GAUGES = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
+
 export class ServerMetrics {
   readonly registry = new Registry();
   readonly contentType: string = this.registry.contentType;
@@ -235,7 +241,12 @@ export class ServerMetrics {
     collectProcessMetrics = true,
     gpu,
   }: { collectProcessMetrics?: boolean; gpu?: GpuMetricsOptions } = {}) {
-    if (collectProcessMetrics) collectDefaultMetrics({ register: this.registry });
+    if (collectProcessMetrics) {
+      collectDefaultMetrics({ register: this.registry });
+      // Gauges named *_total, which Prometheus keeps for counters (`promtool check metrics`
+      // fails on them); each is the sum of the gauge of the same name without it, by `type`.
+      for (const name of TOTAL_NAMED_GAUGES) this.registry.removeSingleMetric(name);
+    }
     this.#gpu = gpu ? new GpuMetrics(this.registry, gpu) : undefined;
   }
 

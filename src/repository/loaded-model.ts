@@ -22,6 +22,12 @@ import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import type { HandlerRequest } from '../core/request.js';
 
+/** A live change of batching: `maxQueueDelayUs` is a delay, or `auto`. */
+export interface BatchingChange {
+  readonly maxBatchSize?: number;
+  readonly maxQueueDelayUs?: number | 'auto';
+}
+
 export type ModelState = 'ready' | 'unloading' | 'unloaded';
 
 /** Creates one more instance of a model (a session on a device), numbered `index`. */
@@ -262,12 +268,10 @@ export class LoadedModel {
   }
 
   /** Changes batching live: `maxBatchSize` and `maxQueueDelayUs` (a delay, or `auto`) of the running batcher. */
-  reconfigure(change: { maxBatchSize?: number; maxQueueDelayUs?: number | 'auto' }): void {
+  reconfigure(change: BatchingChange): void {
+    this.checkReconfigure(change);
     const config = this.#currentConfig;
     const maxBatchSize = change.maxBatchSize ?? config.max_batch_size;
-    if (maxBatchSize > 0 && config.max_batch_size === 0) {
-      throw new UsageError(`model ${this.name} does not batch (max_batch_size 0); its batch size cannot be raised`);
-    }
     const maxQueueDelay = change.maxQueueDelayUs ?? config.dynamic_batching.max_queue_delay;
     // An override at run time is held to the bounds an archive's config is.
     const problems: string[] = [];
@@ -287,6 +291,18 @@ export class LoadedModel {
     this.#currentSignature = signatureOf(this.#currentConfig);
     this.#batcher.reconfigure(policyOf(this.#currentConfig));
     if (maxQueueDelay === 'auto') void this.calibrateCost();
+  }
+
+  /** Throws what `reconfigure` would refuse, changing nothing: callers check every change before applying any. */
+  checkReconfigure(change: BatchingChange): void {
+    const config = this.#currentConfig;
+    const maxBatchSize = change.maxBatchSize ?? config.max_batch_size;
+    if (maxBatchSize > 0 && config.max_batch_size === 0) {
+      throw new UsageError(`model ${this.name} does not batch (max_batch_size 0); its batch size cannot be raised`);
+    }
+    if (!Number.isSafeInteger(maxBatchSize) || maxBatchSize < 0) {
+      throw new UsageError(`batch size must be a non-negative integer, got ${maxBatchSize}`);
+    }
   }
 
   /** Grows or shrinks the instances; removed ones finish their running batch first. */

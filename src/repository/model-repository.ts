@@ -106,7 +106,10 @@ export class ModelRepository {
       this.#failures.delete(key);
       return model;
     } catch (error) {
-      this.#failures.set(key, error instanceof Error ? error.message : String(error));
+      // "Already loaded" says nothing of the archive, and would outlive the version it names.
+      if (!(error instanceof ModelConflictError)) {
+        this.#failures.set(key, error instanceof Error ? error.message : String(error));
+      }
       throw error;
     } finally {
       this.#loading.delete(key);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import {
   Metadata,
@@ -27,6 +28,7 @@ import type { RouteChoice, StickyHeaders } from '../traffic/version-router.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { bearerCheck } from './auth.js';
 import { largestInferMessage } from './grpc-message-limit.js';
+import { loadFromStoreWith, modelChangeOfLoadParameters } from './model-change.js';
 import { grpcError } from './grpc-status.js';
 import {
   asTensorMap,
@@ -140,9 +142,16 @@ export class GrpcInferenceApi {
         return this.#message('ModelStatisticsResponse', statisticsResponse(models.map((model) => model.stats)));
       }),
       RepositoryIndex: unary(async () => ({ models: await repository.index() })),
-      RepositoryModelLoad: unary(async (request: { model_name: string }, call) => {
+      RepositoryModelLoad: unary(async (request: RepositoryModelLoadRequest, call) => {
         this.#modelControl(call.metadata);
-        await repository.loadFromStore(request.model_name);
+        const parameters = new Map(
+          Object.entries(request.parameters ?? {}).map(([key, value]) => [key, parameterValue(value)]),
+        );
+        await loadFromStoreWith(
+          repository,
+          request.model_name,
+          modelChangeOfLoadParameters(parameters, request.model_name),
+        );
         await this.#options.traffic.versionsChanged();
         return {};
       }),
@@ -296,6 +305,10 @@ export class GrpcInferenceApi {
     const stream: OpenStream = { call, pending: 0, clientDone: false };
     this.#streams.add(stream);
     const signal = cancelSignal(call);
+    // The stream's requests share its cancel signal, and each one queued or running holds one
+    // abort listener on it until it settles (the batcher removes it): their count is the
+    // stream's requests in flight, bounded by the queue, not a leak past Node's default of 10.
+    setMaxListeners(0, signal);
     call.on('data', (raw: Buffer) => {
       // Read before the request runs: its bytes may be moved into an instance.
       const head = echo(raw);
@@ -401,6 +414,21 @@ function unary<Request, Response>(
       (error: unknown) => callback(grpcError(error) as ServiceError),
     );
   };
+}
+
+interface RepositoryModelLoadRequest {
+  readonly model_name: string;
+  readonly parameters?: Record<string, RepositoryParameter>;
+}
+
+/** A ModelRepositoryParameter as proto-loader gives it: the oneof's name says which field is set. */
+interface RepositoryParameter {
+  readonly parameter_choice?: string;
+  readonly [field: string]: unknown;
+}
+
+function parameterValue(parameter: RepositoryParameter): unknown {
+  return parameter.parameter_choice === undefined ? undefined : parameter[parameter.parameter_choice];
 }
 
 /** The call's cancellation (the client went away, or its deadline passed) as an AbortSignal. */

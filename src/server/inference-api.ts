@@ -8,6 +8,7 @@ import {
   InferenceInputError,
   ModelNotReadyError,
   NotImplementedError,
+  UsageError,
 } from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
@@ -26,6 +27,7 @@ import {
   type RouteHandler,
   type RouteParams,
 } from './http.js';
+import { loadFromStoreWith, modelChangeOfLoadParameters } from './model-change.js';
 import { tritonModelConfig } from './triton-config.js';
 import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.js';
 import { tensorToNested } from '../protocol/nested.js';
@@ -245,8 +247,8 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       path: new RegExp(`^/v2/repository/models/${MODEL}/load$`),
       handle: modelControl(options, async (req, res, [name]) => {
         requireMediaType(req, JSON_TYPES);
-        await readBody(req, options.maxRequestSize);
-        await repository.loadFromStore(name as string);
+        const parameters = loadParameters(await readBody(req, options.maxRequestSize));
+        await loadFromStoreWith(repository, name as string, modelChangeOfLoadParameters(parameters, name as string));
         await traffic.versionsChanged();
         sendJson(res, 200, {});
       }),
@@ -309,6 +311,22 @@ function modelControl(options: InferenceApiOptions, handle: RouteHandler): Route
     };
   }
   return authenticated(options.token, handle);
+}
+
+/** A repository load's body: empty, or `{"parameters": {…}}`. */
+function loadParameters(body: Buffer): Map<string, unknown> {
+  if (body.length === 0) return new Map();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new UsageError(`the load body is not JSON: ${(error as Error).message}`);
+  }
+  const parameters = (parsed as { parameters?: unknown } | null)?.parameters ?? {};
+  if (typeof parameters !== 'object' || parameters === null || Array.isArray(parameters)) {
+    throw new UsageError("the load body's parameters must be an object");
+  }
+  return new Map(Object.entries(parameters));
 }
 
 export function requireReady(model: LoadedModel, isReady: boolean): void {

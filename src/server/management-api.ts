@@ -7,6 +7,7 @@ import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
 import { authenticated } from './auth.js';
 import { downloadArchive } from './download.js';
+import { applyModelChange, checkModelChange, modelChangeOf, nonNegativeInt } from './model-change.js';
 import { sendJson, type Route, type RouteHandler } from './http.js';
 import { trafficRoutes } from './traffic-api.js';
 
@@ -37,8 +38,8 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       method: 'GET',
       path: /^\/models\/?$/,
       handle: async (_req, res, _params, url) => {
-        const limit = positiveInt(url.searchParams.get('limit'), 'limit') ?? 100;
-        const offset = nonNegativeInt(url.searchParams.get('next_page_token'), 'next_page_token') ?? 0;
+        const limit = intParameter(url, 'limit', 1) ?? 100;
+        const offset = intParameter(url, 'next_page_token', 0) ?? 0;
         const names = repository.names();
         const page = names.slice(offset, offset + limit).map((name) => {
           const model = repository.get(name);
@@ -52,18 +53,27 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       method: 'POST',
       path: /^\/models\/?$/,
       handle: async (_req, res, _params, url) => {
-        // Checked before anything is loaded: a bad name costs no load and unload.
+        // Checked before anything is loaded: a bad parameter costs no load and unload.
         const expectedName = url.searchParams.get('model_name');
         if (expectedName) checkModelName(expectedName, 'model_name');
+        const change = modelChangeOf(url.searchParams);
         const source = url.searchParams.get('url');
         if (!source) throw new UsageError('register needs ?url= (an archive in the model store, or an allowed URL)');
         const archive = await resolveArchive(source, options);
         const model = await repository.load(archive, { keepDefault: true });
-        if (expectedName && expectedName !== model.name) {
-          await repository.unload(model.name, model.version);
-          throw new UsageError(`model_name ${quoted(expectedName)} does not match the archive's model "${model.name}"`);
+        try {
+          if (expectedName && expectedName !== model.name) {
+            throw new UsageError(
+              `model_name ${quoted(expectedName)} does not match the archive's model "${model.name}"`,
+            );
+          }
+          // What only the loaded model can tell (a batch size for a model that does not batch).
+          checkModelChange(model, change);
+        } catch (error) {
+          await repository.unload(model.name, model.version, { force: true });
+          throw error;
         }
-        await applyWorkerChanges(model, url.searchParams);
+        await applyModelChange(model, change);
         await options.traffic.versionsChanged();
         sendJson(res, 200, {
           status: `Model "${model.name}" Version: ${model.version} registered with ${model.instances.length} initial workers`,
@@ -97,7 +107,7 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       path: new RegExp(`^/models/${MODEL}${VERSION}$`),
       handle: async (_req, res, [name, version], url) => {
         const model = repository.get(name as string, version);
-        await applyWorkerChanges(model, url.searchParams);
+        await applyModelChange(model, modelChangeOf(url.searchParams));
         await options.traffic.versionsChanged();
         sendJson(res, 200, {
           status: `Model "${model.name}" version ${model.version} updated`,
@@ -151,22 +161,6 @@ async function resolveArchive(source: string, options: ManagementOptions): Promi
   return join(store, inside);
 }
 
-async function applyWorkerChanges(model: LoadedModel, query: URLSearchParams): Promise<void> {
-  const batchSize = nonNegativeInt(query.get('batch_size'), 'batch_size');
-  const auto = query.get('max_batch_delay') === 'auto';
-  const delayMs = auto ? undefined : nonNegativeNumber(query.get('max_batch_delay'), 'max_batch_delay');
-  if (batchSize !== undefined || delayMs !== undefined || auto) {
-    model.reconfigure({
-      ...(batchSize !== undefined ? { maxBatchSize: batchSize } : {}),
-      ...(delayMs !== undefined ? { maxQueueDelayUs: Math.round(delayMs * 1000) } : {}),
-      ...(auto ? { maxQueueDelayUs: 'auto' as const } : {}),
-    });
-  }
-  const workers =
-    positiveInt(query.get('min_worker'), 'min_worker') ?? positiveInt(query.get('initial_workers'), 'initial_workers');
-  if (workers !== undefined) await model.scale(workers);
-}
-
 function describe(model: LoadedModel, options: ManagementOptions): Record<string, unknown> {
   const { config } = model;
   return {
@@ -209,25 +203,11 @@ function describe(model: LoadedModel, options: ManagementOptions): Record<string
   };
 }
 
-function nonNegativeNumber(value: string | null, name: string): number | undefined {
+/** An optional integer query parameter, at least `least`. */
+function intParameter(url: URL, name: string, least: number): number | undefined {
+  const value = url.searchParams.get(name);
   if (value === null) return undefined;
-  const number = Number(value);
-  if (value.trim() === '' || !Number.isFinite(number) || number < 0) {
-    throw new UsageError(`${name} must be a non-negative number, got "${value}"`);
-  }
-  return number;
-}
-
-function nonNegativeInt(value: string | null, name: string): number | undefined {
-  const number = nonNegativeNumber(value, name);
-  if (number !== undefined && !Number.isSafeInteger(number)) {
-    throw new UsageError(`${name} must be an integer, got "${value}"`);
-  }
-  return number;
-}
-
-function positiveInt(value: string | null, name: string): number | undefined {
   const number = nonNegativeInt(value, name);
-  if (number === 0) throw new UsageError(`${name} must be at least 1`);
+  if (number < least) throw new UsageError(`${name} must be at least ${least}`);
   return number;
 }

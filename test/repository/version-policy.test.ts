@@ -62,7 +62,7 @@ test('server.yaml version_policy takes exactly one of all, latest or specific', 
     [{ latest: 1, specific: ['1'] }, /give one of all, latest or specific, not latest and specific/],
     [{ all: true, latest: 2 }, /not all and latest/],
     [{ all: false }, /only `all: true`/],
-    [{ latest: 0 }, /latest: expected a value ≥ 1/],
+    [{ latest: 0 }, /latest: expected a value from 1 to \d+, got 0/],
     ['all', /version_policy: expected a mapping/],
   ] as const) {
     assert.throws(() => config(bad), { code: 'BS_ERR_CONFIG_INVALID', message }, JSON.stringify(bad));

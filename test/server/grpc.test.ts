@@ -307,6 +307,22 @@ test('a full queue is UNAVAILABLE "Exceeds maximum queue size"; a queued timeout
   );
 });
 
+test('RepositoryModelLoad applies the config parameter, and refuses a key it cannot set with INVALID_ARGUMENT', async (t) => {
+  const server = await affineServer(t);
+  const grpc = client(t, server);
+  const load = (config: string) =>
+    grpc.call('RepositoryModelLoad', { model_name: 'affine', parameters: { config: { string_param: config } } }, TOKEN);
+  const applied = await load('{"max_batch_size": 3, "instance_group": [{"count": 2}]}');
+  assert.equal(applied.error, undefined);
+  const config = (await grpc.call('ModelConfig', { name: 'affine' })).response.config;
+  assert.equal(config.max_batch_size, 3);
+  assert.equal(config.instance_group[0].count, 2);
+  const refused = await load('{"max_batch_size": 5, "backend": "tensorrt"}');
+  assert.equal(refused.error?.code, status.INVALID_ARGUMENT);
+  assert.match(refused.error?.details ?? '', /backend cannot be set by a load here/);
+  assert.equal((await grpc.call('ModelConfig', { name: 'affine' })).response.config.max_batch_size, 3, 'unchanged');
+});
+
 test('ModelStreamInfer answers many requests on one stream as they finish; a bad one gets its error_message and the stream goes on', async (t) => {
   const server = await affineServer(t);
   const stream = client(t, server).stream();
@@ -337,6 +353,40 @@ test('ModelStreamInfer answers many requests on one stream as they finish; a bad
     if (index % 2 === 0) assert.deepEqual(answer, { error: '', id: `s${index}`, values: [index * 2 + 1, 1, 1, 1] });
     else assert.match(answer?.error ?? '', /shape \[1, 5\]/, `s${index}`);
   }
+});
+
+test('ModelStreamInfer with 50 requests in flight on one stream emits no MaxListenersExceededWarning', async (t) => {
+  const gate = installGate(t);
+  const archive = await packAffine(join(await tempDir(t), 'v1'), {
+    config: `max_batch_size: 1\n${GATED_CONFIG}`,
+    handlerSource: GATED_HANDLER,
+  });
+  const server = await startTestServer(t, { models: [`affine=${archive}`] });
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error): number => warnings.push(warning);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  const stream = client(t, server).stream();
+  let answered = 0;
+  stream.on('data', (message) => {
+    assert.equal(message.error_message, '');
+    answered += 1;
+  });
+  const ended = new Promise((done) => stream.on('end', done));
+  gate.hold();
+  for (let index = 0; index < 50; index++) stream.write(affineInfer({ id: `s${index}` }, [[index, 0, 0, 0]]));
+  stream.end();
+  // One running, 49 queued: all 50 are in flight on the stream at once.
+  await waitUntil(() => server.repository.get('affine').queuedRows === 49, 'the stream’s requests queued');
+  gate.openAll();
+  await ended;
+  assert.equal(answered, 50);
+  // A warning is emitted on the next tick after the listener that passed the limit.
+  await new Promise((done) => setImmediate(done));
+  assert.deepEqual(
+    warnings.map((warning) => `${warning.name}: ${warning.message}`),
+    [],
+  );
 });
 
 test('versions, sticky splits from metadata, shadows, metrics with a protocol label and the prediction log treat gRPC as REST', async (t) => {

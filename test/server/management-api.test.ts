@@ -249,3 +249,130 @@ test('an allow-listed URL is downloaded into the model store and registered; --m
   assert.deepEqual(await readFile(join(dir, 'store', 'second.mar')), bytes, 'kept in the model store');
   assert.equal((await call(`${server.urls.inference}/v2/models/second/ready`)).status, 200);
 });
+
+test('a refused register or scale changes nothing: every parameter is checked before any is applied', async (t) => {
+  const dir = await tempDir(t);
+  const first = await packAffine(dir);
+  await packAffine(dir, { name: 'second' });
+  await packAffine(dir, { name: 'single', config: 'max_batch_size: 0\n' });
+  const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
+  const base = server.urls.management;
+  const loaded = async (name: string): Promise<boolean> =>
+    (await call(`${server.urls.inference}/v2/models/${name}`)).status === 200;
+
+  for (const query of ['initial_workers=0', 'batch_size=abc', 'min_worker=3&max_worker=2', 'max_worker=0']) {
+    const refused = await call(`${base}/models?url=second.mar&${query}`, { method: 'POST', headers: AUTH });
+    assert.equal(refused.status, 400, query);
+    assert.equal(refused.body.code, 'BS_ERR_USAGE', query);
+    assert.equal(await loaded('second'), false, `${query}: not loaded`);
+  }
+  const both = await call(`${base}/models?url=second.mar&batch_size=x&initial_workers=0`, {
+    method: 'POST',
+    headers: AUTH,
+  });
+  assert.match(both.body.error, /batch_size.*; initial_workers/, 'every problem at once');
+  // Only the loaded model can say it does not batch: it is unloaded again, not left serving.
+  const single = await call(`${base}/models?url=single.mar&batch_size=4`, { method: 'POST', headers: AUTH });
+  assert.equal(single.status, 400);
+  assert.match(single.body.error, /does not batch/);
+  assert.equal(await loaded('single'), false);
+  const registered = await call(`${base}/models?url=second.mar&initial_workers=2&max_worker=3`, {
+    method: 'POST',
+    headers: AUTH,
+  });
+  assert.equal(registered.status, 200, 'no 409: the refused attempts left nothing loaded');
+
+  const described = async (): Promise<{ batchSize: number; workers: unknown[]; maxWorkers: number }> =>
+    (await call(`${base}/models/affine/1`, { headers: AUTH })).body[0];
+  const before = await described();
+  for (const query of [
+    'batch_size=7&min_worker=0',
+    'batch_size=7&min_worker=3&max_worker=2',
+    'batch_size=7&max_worker=x',
+  ]) {
+    const refused = await call(`${base}/models/affine/1?${query}`, { method: 'PUT', headers: AUTH });
+    assert.equal(refused.status, 400, query);
+    assert.deepEqual(await described(), before, `${query}: batch size and workers unchanged`);
+  }
+  const scaled = await call(`${base}/models/affine/1?min_worker=2&max_worker=3`, { method: 'PUT', headers: AUTH });
+  assert.equal(scaled.status, 200);
+  assert.equal((await described()).workers.length, 2, 'the count is min_worker');
+  await call(`${base}/models/affine/1?min_worker=3`, { method: 'PUT', headers: AUTH });
+  const capped = await call(`${base}/models/affine/1?max_worker=1`, { method: 'PUT', headers: AUTH });
+  assert.equal(capped.status, 200);
+  assert.equal((await described()).workers.length, 1, 'max_worker alone lowers a larger count to it');
+  assert.equal((await described()).maxWorkers, 1);
+});
+
+test('the repository index gives no stale reason: a 409 for a version already loaded is not kept after its unload', async (t) => {
+  const dir = await tempDir(t);
+  const first = await packAffine(dir);
+  await packAffine(dir, { name: 'second' });
+  const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
+  const base = server.urls.management;
+  const register = (): Promise<{ status: number }> =>
+    call(`${base}/models?url=second.mar`, { method: 'POST', headers: AUTH });
+  assert.equal((await register()).status, 200);
+  assert.equal((await register()).status, 409);
+  assert.equal((await call(`${base}/models/second`, { method: 'DELETE', headers: AUTH })).status, 200);
+  const index = await call(`${server.urls.inference}/v2/repository/index`, { method: 'POST', body: '{}' });
+  assert.deepEqual(index.body, [
+    { name: 'affine', version: '1', state: 'READY' },
+    { name: 'second', version: '1', state: 'UNAVAILABLE' },
+  ]);
+});
+
+test("a v2 repository load's config sets batch size, queue delay and instance count; other keys are refused and change nothing", async (t) => {
+  const dir = await tempDir(t);
+  const first = await packAffine(dir);
+  await packAffine(dir, { name: 'second' });
+  await packAffine(dir, { name: 'single', config: 'max_batch_size: 0\n' });
+  const server = await startTestServer(t, { models: [`affine=${first}`], model_store: join(dir, 'store') });
+  const base = server.urls.inference;
+  const load = (name: string, parameters: Record<string, unknown>) =>
+    call(`${base}/v2/repository/models/${name}/load`, {
+      method: 'POST',
+      body: JSON.stringify({ parameters }),
+      headers: AUTH,
+    });
+  const configOf = async (name: string) => {
+    const config = (await call(`${base}/v2/models/${name}/config`)).body;
+    return {
+      max_batch_size: config.max_batch_size,
+      delay: config.dynamic_batching.max_queue_delay_microseconds,
+      instances: config.instance_group.reduce((sum: number, group: { count: number }) => sum + group.count, 0),
+    };
+  };
+  const wanted = {
+    max_batch_size: 4,
+    dynamic_batching: { max_queue_delay_microseconds: 2000 },
+    instance_group: [{ count: 2 }],
+  };
+  const loaded = await load('second', { config: JSON.stringify({ name: 'second', ...wanted }) });
+  assert.equal(loaded.status, 200, JSON.stringify(loaded.body));
+  assert.deepEqual(await configOf('second'), { max_batch_size: 4, delay: 2000, instances: 2 });
+
+  // Loaded already: the config applies to the loaded version, as Triton's reload with a config.
+  assert.equal((await load('affine', { config: '{"max_batch_size": 2}' })).status, 200);
+  assert.deepEqual(await configOf('affine'), { max_batch_size: 2, delay: 1000, instances: 1 });
+
+  for (const [what, parameters] of [
+    ['a key we cannot set', { config: '{"max_batch_size": 3, "input": []}' }],
+    ['a batching field we cannot set', { config: '{"dynamic_batching": {"preferred_batch_size": [2]}}' }],
+    ['a device kind', { config: '{"instance_group": [{"count": 3, "kind": "KIND_GPU"}]}' }],
+    ['another model name', { config: '{"name": "other", "max_batch_size": 3}' }],
+    ['not JSON', { config: '{max_batch_size' }],
+    ['a file override', { config: '{"max_batch_size": 3}', 'file:1/model.onnx': 'AAAA' }],
+  ] as const) {
+    const refused = await load('affine', parameters);
+    assert.equal(refused.status, 400, what);
+    assert.equal(refused.body.code, 'BS_ERR_USAGE', what);
+    assert.deepEqual(await configOf('affine'), { max_batch_size: 2, delay: 1000, instances: 1 }, `${what}: unchanged`);
+  }
+  const unknown = await load('affine', { config: '{"version_policy": {"latest": {}}}' });
+  assert.match(unknown.body.error, /version_policy cannot be set by a load here.*may set max_batch_size/);
+  const single = await load('single', { config: '{"max_batch_size": 4}' });
+  assert.equal(single.status, 400);
+  assert.match(single.body.error, /does not batch/);
+  assert.equal((await call(`${base}/v2/models/single`)).status, 404, 'the load that was refused left nothing loaded');
+});

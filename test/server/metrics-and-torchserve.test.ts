@@ -98,3 +98,24 @@ test('TorchServe routes: /ping and /predictions hand the body to the handler', a
   assert.equal((await call(`${base}/predictions/nope`, { body: '[]' })).status, 404);
   assert.equal((await call(`${base}/predictions/affine`)).status, 405);
 });
+
+test('metrics are named as Prometheus expects: only counters end in _total, one HELP and TYPE per family', async (t) => {
+  const server = await startTestServer(t, { models: [`affine=${await packAffine(await tempDir(t))}`] });
+  await call(`${server.urls.inference}/v2/models/affine/infer`, { body: affineRequest([[1, 1, 1, 1]]) });
+  const text = ((await call(`${server.urls.metrics}/metrics`)).body as Buffer).toString('utf8');
+  const types = [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map(([, name, type]) => ({ name, type }));
+  const helps = [...text.matchAll(/^# HELP (\S+) /gm)].map(([, name]) => name);
+  assert.ok(
+    types.some(({ name }) => name === 'nodejs_active_handles'),
+    'the process metrics are there',
+  );
+  assert.deepEqual(
+    types.filter(({ name, type }) => name?.endsWith('_total') && type !== 'counter'),
+    [],
+    'a gauge or untyped family named *_total',
+  );
+  const twice = (names: (string | undefined)[]): string[] =>
+    names.filter((name, index) => names.indexOf(name) !== index) as string[];
+  assert.deepEqual(twice(types.map(({ name }) => name)), [], 'a TYPE given twice');
+  assert.deepEqual(twice(helps), [], 'a HELP given twice');
+});
