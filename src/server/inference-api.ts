@@ -285,6 +285,29 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
         );
       },
     },
+    // Triton's logging and trace extensions: answered, so a tritonclient call learns why.
+    ...(['GET', 'POST'] as const).flatMap((method): Route[] => [
+      {
+        method,
+        path: /^\/v2\/logging$/,
+        handle: async () => {
+          throw new NotImplementedError(
+            "Triton's logging extension is not served: the log level is set at start (serve --log-level, or log_level in server.yaml); logs are JSON lines on stderr",
+          );
+        },
+      },
+      ...[/^\/v2\/trace\/setting$/, new RegExp(`^/v2/models/${MODEL}(?:/versions/([^/]+))?/trace/setting$`)].map(
+        (path): Route => ({
+          method,
+          path,
+          handle: async () => {
+            throw new NotImplementedError(
+              "Triton's trace extension is not served: batchserve keeps no per-request traces; each model's queue and compute times are in /v2/models/{model}/stats and the Prometheus histograms",
+            );
+          },
+        }),
+      ),
+    ]),
     {
       method: 'POST',
       path: new RegExp(`^/v2/models/${MODEL}/feedback$`),

@@ -68,3 +68,22 @@ test('explanations are a 501 BS_ERR_NOT_IMPLEMENTED that says why, not a 404', a
     assert.match(error, /explanations are not served: TorchServe computes them with Captum/);
   }
 });
+
+test("Triton's /v2/logging and trace settings are a 501 BS_ERR_NOT_IMPLEMENTED naming what to use, GET and POST", async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, { models: [`affine=${await packAffine(dir)}`] });
+  for (const [path, why] of [
+    ['/v2/logging', /serve --log-level/],
+    ['/v2/trace/setting', /no per-request traces/],
+    ['/v2/models/affine/trace/setting', /no per-request traces/],
+    ['/v2/models/affine/versions/1/trace/setting', /no per-request traces/],
+  ] as const) {
+    for (const body of [undefined, '{"log_info": false}']) {
+      const answer = await call(`${server.urls.inference}${path}`, body === undefined ? {} : { body });
+      assert.equal(answer.status, 501, `${path}: ${JSON.stringify(answer.body)}`);
+      assert.deepEqual(Object.keys(answer.body), ['error', 'code']);
+      assert.equal(answer.body.code, 'BS_ERR_NOT_IMPLEMENTED');
+      assert.match(answer.body.error, why);
+    }
+  }
+});
