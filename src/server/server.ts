@@ -85,6 +85,11 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   });
   let accepting = true;
   let inFlight = 0;
+  /** The HTTP answers not yet finished, so a drain can tell those still to be sent to close. */
+  const answering = new Set<ServerResponse>();
+  function forgetAnswer(this: ServerResponse): void {
+    answering.delete(this);
+  }
   const servers: Server[] = [];
   let traffic: TrafficControl | undefined;
   let logs: PredictionLogs | undefined;
@@ -129,6 +134,11 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     const handle = (routes: readonly Route[]) => (req: IncomingMessage, res: ServerResponse) => {
       const started = process.hrtime.bigint();
       inFlight += 1;
+      // While draining, every answer ends its connection: a client told keep-alive would send its
+      // next request on a socket that is about to close, and get a reset instead of an answer.
+      if (!accepting) res.setHeader('Connection', 'close');
+      answering.add(res);
+      res.once('close', forgetAnswer);
       const url = new URL(req.url ?? '/', 'http://localhost');
       void (async () => {
         try {
@@ -210,6 +220,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
 
     const drain = async (timeoutMs: number): Promise<boolean> => {
       accepting = false;
+      for (const res of answering) if (!res.headersSent) res.setHeader('Connection', 'close');
       // Canaries stop judging first: versions draining away for shutdown are not a failed candidate.
       control.close();
       for (const server of servers) {
