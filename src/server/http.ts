@@ -1,6 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Transform } from 'node:stream';
+import { createGunzip, createInflate } from 'node:zlib';
 import {
   BatchserveError,
+  InferenceInputError,
   MethodNotAllowedError,
   PayloadTooLargeError,
   RouteNotFoundError,
@@ -50,7 +53,21 @@ export function matchRoute(
  * move to a worker thread. On refusal the request stream is left open, not destroyed, so the
  * error answer can linger (see `sendError`) instead of resetting a client that is still sending.
  */
-export function readBody(req: IncomingMessage, limit: number, alignedAt = 0): Promise<Buffer> {
+export function readBody(
+  req: IncomingMessage,
+  limit: number,
+  alignedAt = 0,
+  options: { decode?: boolean } = {},
+): Promise<Buffer> {
+  const coding = contentCoding(req);
+  if (coding !== undefined) {
+    const decoder = options.decode ? DECODERS[coding] : undefined;
+    if (!decoder) {
+      const taken = options.decode ? `; this route decodes ${Object.keys(DECODERS).join(', ')}` : '';
+      return Promise.reject(new UnsupportedMediaTypeError(`Content-Encoding ${coding} is not accepted here${taken}`));
+    }
+    return readDecodedBody(req, decoder(), limit, alignedAt);
+  }
   return new Promise((resolve, reject) => {
     checkDeclaredLength(req, limit);
     const padding = (8 - (alignedAt % 8)) % 8;
@@ -94,6 +111,73 @@ export function readBody(req: IncomingMessage, limit: number, alignedAt = 0): Pr
       req.off('data', onData).off('end', onEnd).off('error', onError);
     };
     req.on('data', onData).on('end', onEnd).on('error', onError);
+  });
+}
+
+/**
+ * The request bodies a decoding route takes compressed, as tritonclient's
+ * `request_compression_algorithm` sends them. HTTP's `deflate` is zlib-wrapped.
+ */
+const DECODERS: Readonly<Record<string, () => Transform>> = {
+  gzip: createGunzip,
+  'x-gzip': createGunzip,
+  deflate: createInflate,
+};
+
+/** The body's Content-Encoding, lower-cased; undefined when absent or `identity`. */
+function contentCoding(req: IncomingMessage): string | undefined {
+  const coding = req.headers['content-encoding']?.trim().toLowerCase();
+  return coding === undefined || coding === '' || coding === 'identity' ? undefined : coding;
+}
+
+/**
+ * Inflates a compressed body as it arrives, holding the decoded bytes to `limit`: a small body
+ * that inflates past it (a compression bomb) is refused (413) once the limit is passed, never
+ * inflated whole. The decoded body is placed as `readBody` places a plain one.
+ */
+function readDecodedBody(req: IncomingMessage, decoder: Transform, limit: number, alignedAt: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    checkDeclaredLength(req, limit);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let received = 0;
+    const refuse = (error: Error): void => {
+      req.off('data', countReceived);
+      req.unpipe(decoder);
+      req.pause();
+      decoder.destroy();
+      reject(error);
+    };
+    // The compressed bytes are held to the limit too: a chunked upload declares no length.
+    const countReceived = (chunk: Buffer): void => {
+      received += chunk.length;
+      if (received > limit) refuse(tooLarge(received, limit));
+    };
+    decoder.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        refuse(new PayloadTooLargeError(`the decoded body is over max_request_size (${limit} bytes)`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    decoder.on('end', () => {
+      req.off('data', countReceived);
+      const body = ownBuffer(size, (8 - (alignedAt % 8)) % 8);
+      let at = 0;
+      for (const chunk of chunks) at += chunk.copy(body, at);
+      resolve(body);
+    });
+    decoder.on('error', (error) => {
+      refuse(
+        new InferenceInputError(
+          `the ${String(req.headers['content-encoding'])} body does not decode: ${error.message}`,
+        ),
+      );
+    });
+    req.on('error', (error) => refuse(error));
+    req.on('data', countReceived);
+    req.pipe(decoder);
   });
 }
 

@@ -116,7 +116,8 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
           checkDeclaredLength(req, options.maxRequestSize);
           let reservation: QueueReservation | undefined = chosen.reserve();
           try {
-            const body = await readBody(req, options.maxRequestSize, bodyAlignedAt(req));
+            // Compressed bodies (tritonclient's request_compression) are inflated within the same limit.
+            const body = await readBody(req, options.maxRequestSize, bodyAlignedAt(req), { decode: true });
             if (!ready(chosen)) {
               reservation.release();
               reservation = undefined;
