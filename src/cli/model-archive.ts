@@ -17,7 +17,11 @@ export function registerModelArchive(program: Command): void {
     .requiredOption('--model-name <name>', 'model name ([A-Za-z0-9][A-Za-z0-9_.-]*)')
     .option('--serialized-file <path>', 'the ONNX model file (required unless the config declares a pipeline)')
     .option('--version <version>', 'model version', '1.0')
-    .option('--handler <name|file>', 'built-in handler (tensor, image-classifier) or a .js/.ts handler file', 'tensor')
+    .option(
+      '--handler <name|file>',
+      'built-in handler (tensor, image-classifier, text-embedding) or a .js/.ts handler file',
+      'tensor',
+    )
     .option('--config-file <path>', 'model-config.yaml (or .json); inputs/outputs are inferred when left out')
     .option('--extra-files <paths>', 'comma-separated files or folders to include (labels, vocabularies)', commaList)
     .option('--export-path <dir>', 'where to write the archive', '.')

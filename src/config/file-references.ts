@@ -15,6 +15,9 @@ export interface FileReference {
 export function configFileReferences(config: ModelConfig): FileReference[] {
   const references: FileReference[] = [];
   if (config.labels_file !== undefined) references.push({ key: 'labels_file', path: config.labels_file });
+  if (config.text?.tokenizer_file !== undefined) {
+    references.push({ key: 'text.tokenizer_file', path: config.text.tokenizer_file });
+  }
   config.pipeline?.steps.forEach((step, index) => {
     if (!isModelStep(step)) {
       references.push({ key: `pipeline.steps[${index}].function`, path: functionReference(step.function).file });

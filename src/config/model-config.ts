@@ -30,6 +30,8 @@ export const MODEL_CONFIG_LIMITS = {
   /** A tensor dimension: what one typed array can index. */
   dimension: 2 ** 31 - 1,
   topK: 65_536,
+  /** Tokens of one text: the longest context of today's encoders (and then some). */
+  textMaxLength: 131_072,
 } as const;
 
 const SECOND_US = 1_000_000;
@@ -363,6 +365,47 @@ export const modelConfigSchema = {
         },
       },
     },
+    text: {
+      kind: 'object',
+      optional: true,
+      description: 'Options of the built-in text-embedding handler.',
+      fields: {
+        tokenizer_file: {
+          kind: 'string',
+          pattern: /^[^/\\][^\\]*$/,
+          patternHint: 'a relative path inside the archive',
+          description:
+            "A Hugging Face tokenizer.json packed with --extra-files; the handler's texts are tokenized with it.",
+        },
+        max_length: {
+          kind: 'integer',
+          min: 1,
+          max: MODEL_CONFIG_LIMITS.textMaxLength,
+          default: 512,
+          description: 'Tokens a text may have, special tokens included; a longer one is refused (400), not cut.',
+        },
+        pad_multiple: {
+          kind: 'integer',
+          min: 1,
+          max: 1024,
+          default: 8,
+          description:
+            'A batch is padded to its longest text, rounded up to a multiple of this (no further than max_length), so batches of nearby widths repeat a shape.',
+        },
+        pooling: {
+          kind: 'enum',
+          values: ['mean', 'cls', 'none'],
+          default: 'mean',
+          description:
+            "How the first output [batch, tokens, dim] becomes one vector a text: the mean over its tokens (the attention mask's), the first token's, or none: the output is already [batch, dim].",
+        },
+        normalize: {
+          kind: 'boolean',
+          default: true,
+          description: 'Scale each embedding to unit length (cosine similarity becomes a dot product).',
+        },
+      },
+    },
   },
 } as const satisfies FieldSpec;
 
@@ -397,6 +440,14 @@ export interface ImageClassifierOptions {
   readonly std: readonly number[];
   readonly top_k: number;
   readonly softmax: 'auto' | 'always' | 'never';
+}
+
+export interface TextOptions {
+  readonly tokenizer_file?: string;
+  readonly max_length: number;
+  readonly pad_multiple: number;
+  readonly pooling: 'mean' | 'cls' | 'none';
+  readonly normalize: boolean;
 }
 
 /** Microseconds each: a pass of B rows costs fixed_cost + B × row_cost. */
@@ -442,6 +493,7 @@ export interface ModelConfig {
   readonly response_cache?: ResponseCacheConfig;
   readonly labels_file?: string;
   readonly image_classifier?: ImageClassifierOptions;
+  readonly text?: TextOptions;
   /** Set for a pipeline: an archive of steps, with no ONNX model of its own. */
   readonly pipeline?: PipelineConfig;
 }

@@ -9,6 +9,8 @@ export interface HandlerContext {
   readonly config: CompleteModelConfig;
   /** Lines of the config's labels_file, when it names one. */
   readonly labels?: readonly string[];
+  /** The text of the config's text.tokenizer_file (a Hugging Face tokenizer.json), when it names one. */
+  readonly tokenizer?: string;
   /** The session of the instance running this batch. */
   readonly session: ort.InferenceSession;
   /** The built-in handlers by name, for custom hooks that change one step and delegate the rest. */
@@ -31,6 +33,6 @@ export interface Handler {
   ): Promise<unknown[]> | unknown[];
 }
 
-export type BuiltinHandlerName = 'tensor' | 'image-classifier';
+export type BuiltinHandlerName = 'tensor' | 'image-classifier' | 'text-embedding';
 
 export const HANDLER_HOOKS = ['initialize', 'preprocess', 'inference', 'postprocess'] as const;

@@ -225,6 +225,12 @@ export class ServerMetrics {
     labelNames: ['model', 'reason'],
     registers: [this.registry],
   });
+  readonly #tokens = new Counter({
+    name: 'batchserve_tokens_total',
+    help: "Tokens of the texts a text model's requests carried (kind prompt: what its tokenizer made of them, special tokens included), in tokens.",
+    labelNames: ['model', 'version', 'kind'],
+    registers: [this.registry],
+  });
   readonly #feedback = new Counter({
     name: 'batchserve_feedback_total',
     help: 'Feedback joined to a logged prediction, by the version that answered it, in requests.',
@@ -267,6 +273,11 @@ export class ServerMetrics {
     }
     requests.inc();
     series.requestDuration.observe(requestSeconds);
+  }
+
+  /** Tokens a served request carried, as its model's tokenizer counted them. */
+  tokensCounted(model: string, version: string, kind: 'prompt', tokens: number): void {
+    this.#tokens.labels(model, version, kind).inc(tokens);
   }
 
   /** A request refused with 503 before it ran; `code` says why. */

@@ -57,6 +57,10 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
           .split(/\r?\n/)
           .filter((line) => line !== '')
       : undefined;
+    const tokenizerFile = storedConfig.text?.tokenizer_file;
+    const tokenizer = tokenizerFile
+      ? await readFile(pathInside(modelDir, tokenizerFile, 'text.tokenizer_file'), 'utf8')
+      : undefined;
     const devices = storedConfig.instances.flatMap((group) =>
       Array.from({ length: group.count }, () => options.device ?? group.device),
     );
@@ -91,6 +95,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
         config: storedConfig,
         configSource,
         labels,
+        ...(tokenizer !== undefined ? { tokenizer } : {}),
         device,
       };
       const id = `${name}:${version}:${index}`;

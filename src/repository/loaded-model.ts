@@ -251,6 +251,11 @@ export class LoadedModel {
     });
   }
 
+  /** Tokens a served request carried (text models), for the tokens counter. */
+  countTokens(kind: 'prompt', tokens: number): void {
+    this.#parts.metrics.tokensCounted(this.name, this.version, kind, tokens);
+  }
+
   /** A pipeline's steps get what is left of the request's timeout, and its client's signal. */
   #withDeadline(request: HandlerRequest, options: SubmitOptions): HandlerRequest {
     const timeoutUs = effectiveTimeoutUs(this.#currentConfig.dynamic_batching.default_timeout, options.timeoutUs);

@@ -22,6 +22,8 @@ export interface InstanceSpec {
   /** Names the config in errors: `archive!model-config.yaml`. */
   readonly configSource: string;
   readonly labels: readonly string[] | undefined;
+  /** The text of the config's text.tokenizer_file (a tokenizer.json), when it names one. */
+  readonly tokenizer?: string;
   readonly device: string;
 }
 
@@ -75,6 +77,7 @@ export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatc
       config,
       session,
       ...(spec.labels ? { labels: spec.labels } : {}),
+      ...(spec.tokenizer !== undefined ? { tokenizer: spec.tokenizer } : {}),
     });
     await handler.initialize?.(context);
     if (config.warmup) await warmUp(handler, context, config);

@@ -255,6 +255,26 @@ export function sendJson(
   res.end(text);
 }
 
+/**
+ * OpenAI's error object (what its clients read), for the /v1 routes; the stable code is both
+ * the object's and, as on every other route, the body's.
+ */
+function openAiError(message: string, status: number, code: string | undefined): Record<string, unknown> {
+  const type =
+    status === 401
+      ? 'authentication_error'
+      : status === 403
+        ? 'permission_error'
+        : status === 404
+          ? 'not_found_error'
+          : status === 429
+            ? 'rate_limit_error'
+            : status < 500
+              ? 'invalid_request_error'
+              : 'api_error';
+  return { error: { message, type, param: null, code: code ?? null }, ...(code !== undefined ? { code } : {}) };
+}
+
 /** The HTTP status an error is answered with: a BatchserveError's own, 500 for anything else. */
 export function statusOf(error: unknown): number {
   return error instanceof BatchserveError ? error.httpStatus : 500;
@@ -275,7 +295,12 @@ export function sendError(res: ServerResponse, error: unknown): number {
   const headers: Record<string, string> = {};
   if (error instanceof MethodNotAllowedError) headers.allow = error.allowed.join(', ');
   if (status === 503) headers['retry-after'] = '1';
-  const body = error instanceof BatchserveError ? { error: message, code: error.code } : { error: message };
+  const code = error instanceof BatchserveError ? error.code : undefined;
+  const body = res.req?.url?.startsWith('/v1/')
+    ? openAiError(message, status, code)
+    : code !== undefined
+      ? { error: message, code }
+      : { error: message };
   if (status === 413) {
     headers.connection = 'close';
     const req = res.req;

@@ -38,6 +38,7 @@ import { responseWritten, traceNow } from '../core/trace-channels.js';
 import { recordedRun, type RequestOutcome } from './request-outcome.js';
 import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
 import type { RouteChoice } from '../traffic/version-router.js';
+import { isEmbeddingAnswer } from '../handlers/text-embedding-handler.js';
 
 export const V2_EXTENSIONS = [
   'binary_tensor_data',
@@ -360,7 +361,7 @@ export function requireReady(model: LoadedModel, isReady: boolean): void {
 }
 
 /** Ends when the client goes away before its answer, so a queued request is dropped. */
-function disconnectSignal(res: ServerResponse): AbortSignal {
+export function disconnectSignal(res: ServerResponse): AbortSignal {
   const controller = new AbortController();
   res.once('close', () => {
     if (!res.writableFinished) controller.abort();
@@ -489,6 +490,7 @@ async function predict(
   };
   if (contentType === undefined || !FORM_TYPES.includes(contentType)) {
     const result = await run({ body, ...(contentType ? { contentType } : {}) }, reservation);
+    if (isEmbeddingAnswer(result.response)) model.countTokens('prompt', result.response.tokens);
     sendPrediction(res, result.response);
     return result;
   }

@@ -13,7 +13,8 @@ import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity } from '../
 import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
 import { withApiDescription } from './api-description.js';
-import { inferenceRoutes } from './inference-api.js';
+import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
+import { openAiRoutes } from './openai-api.js';
 import { outcomeRecorder } from './request-outcome.js';
 import { PredictionLogs } from './prediction-logging.js';
 import { GrpcInferenceApi } from './grpc-api.js';
@@ -158,7 +159,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       })();
     };
 
-    const inference = inferenceRoutes({
+    const inferenceOptions: InferenceApiOptions = {
       repository,
       traffic: control,
       maxRequestSize: config.max_request_size,
@@ -167,7 +168,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       modelControl: config.model_control,
       requestFinished: outcomeRecorder(metrics, control, predictionLogs),
       logs: predictionLogs,
-    });
+    };
+    const inference = [...inferenceRoutes(inferenceOptions), ...openAiRoutes(inferenceOptions)];
     const management = managementRoutes({
       repository,
       traffic: control,

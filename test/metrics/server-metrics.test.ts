@@ -53,6 +53,7 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_shadow_duration_seconds: 'histogram',
     batchserve_shadow_agreement_ratio: 'gauge',
     batchserve_prediction_log_dropped_total: 'counter',
+    batchserve_tokens_total: 'counter',
     batchserve_feedback_total: 'counter',
     batchserve_batching_fixed_cost_seconds: 'gauge',
     batchserve_batching_row_cost_seconds: 'gauge',
