@@ -406,6 +406,71 @@ export const modelConfigSchema = {
         },
       },
     },
+    generation: {
+      kind: 'object',
+      optional: true,
+      description:
+        'Options of the built-in text-generation handler: a decoder with past key/values in and out, batched a decoding step at a time.',
+      fields: {
+        scheduling: {
+          kind: 'enum',
+          values: ['iteration', 'request'],
+          default: 'iteration',
+          description:
+            'iteration: the batch is re-formed at every decoding step, finished sequences leave and waiting ones join at once; request: a batch of sequences runs until its last one ends before others join (whole-request batching, for comparison).',
+        },
+        max_active_sequences: {
+          kind: 'integer',
+          min: 1,
+          max: MODEL_CONFIG_LIMITS.batchSize,
+          default: 16,
+          description: 'Sequences decoded together: the rows of a decoding step.',
+        },
+        max_tokens_per_step: {
+          kind: 'integer',
+          min: 1,
+          max: MODEL_CONFIG_LIMITS.queueSize,
+          default: 2048,
+          description:
+            "Prompt tokens one step may read: joining sequences' prompts are run together up to this (one longer prompt runs alone).",
+        },
+        max_total_tokens: {
+          kind: 'integer',
+          min: 1,
+          max: MODEL_CONFIG_LIMITS.queueSize * 16,
+          default: 65_536,
+          description:
+            'Tokens the active sequences may hold in the key/value cache together, each counted at its prompt plus its max_tokens: a sequence joins only when it fits.',
+        },
+        max_context: {
+          kind: 'integer',
+          min: 2,
+          max: MODEL_CONFIG_LIMITS.textMaxLength,
+          default: 2048,
+          description: "A sequence's prompt plus its new tokens; a request asking more is refused (400).",
+        },
+        max_new_tokens: {
+          kind: 'integer',
+          min: 1,
+          max: MODEL_CONFIG_LIMITS.textMaxLength,
+          default: 256,
+          description: 'New tokens when a request names no max_tokens, and the most one may name.',
+        },
+        max_waiting: {
+          kind: 'integer',
+          min: 0,
+          max: MODEL_CONFIG_LIMITS.queueSize,
+          default: 1024,
+          description: 'Requests waiting to join; past it a request is refused with 503 BS_ERR_QUEUE_FULL.',
+        },
+        eos_token_ids: {
+          kind: 'array',
+          default: [],
+          items: { kind: 'integer', min: 0, max: MODEL_CONFIG_LIMITS.dimension, description: 'A token id.' },
+          description: 'Token ids that end a sequence (finish_reason stop), beside the stop strings a request sends.',
+        },
+      },
+    },
   },
 } as const satisfies FieldSpec;
 
@@ -448,6 +513,17 @@ export interface TextOptions {
   readonly pad_multiple: number;
   readonly pooling: 'mean' | 'cls' | 'none';
   readonly normalize: boolean;
+}
+
+export interface GenerationOptions {
+  readonly scheduling: 'iteration' | 'request';
+  readonly max_active_sequences: number;
+  readonly max_tokens_per_step: number;
+  readonly max_total_tokens: number;
+  readonly max_context: number;
+  readonly max_new_tokens: number;
+  readonly max_waiting: number;
+  readonly eos_token_ids: readonly number[];
 }
 
 /** Microseconds each: a pass of B rows costs fixed_cost + B × row_cost. */
@@ -494,6 +570,7 @@ export interface ModelConfig {
   readonly labels_file?: string;
   readonly image_classifier?: ImageClassifierOptions;
   readonly text?: TextOptions;
+  readonly generation?: GenerationOptions;
   /** Set for a pipeline: an archive of steps, with no ONNX model of its own. */
   readonly pipeline?: PipelineConfig;
 }

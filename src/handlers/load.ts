@@ -5,12 +5,14 @@ import { HandlerInvalidError } from '../core/errors.js';
 import { imageClassifierHandler } from './image-classifier-handler.js';
 import { tensorHandler } from './tensor-handler.js';
 import { textEmbeddingHandler } from './text-embedding-handler.js';
+import { textGenerationHandler } from './text-generation-handler.js';
 import { HANDLER_HOOKS, type BuiltinHandlerName, type Handler } from './types.js';
 
 export const BUILTIN_HANDLERS: Readonly<Record<BuiltinHandlerName, Handler>> = {
   tensor: tensorHandler,
   'image-classifier': imageClassifierHandler,
   'text-embedding': textEmbeddingHandler,
+  'text-generation': textGenerationHandler,
 };
 
 export const HANDLER_EXTENSIONS = ['.js', '.mjs', '.ts', '.mts'] as const;

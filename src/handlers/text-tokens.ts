@@ -25,10 +25,10 @@ export interface LoadedTokenizer {
   readonly padId: number;
 }
 
-export function loadTokenizer(json: string | undefined): LoadedTokenizer {
+export function loadTokenizer(json: string | undefined, handler = 'text-embedding'): LoadedTokenizer {
   if (json === undefined) {
     throw new HandlerInvalidError(
-      'the text-embedding handler needs text.tokenizer_file in the model config: a Hugging Face tokenizer.json packed with --extra-files',
+      `the ${handler} handler needs text.tokenizer_file in the model config: a Hugging Face tokenizer.json packed with --extra-files`,
     );
   }
   let parsed: { padding?: { pad_id?: unknown } | null };

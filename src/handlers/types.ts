@@ -33,6 +33,6 @@ export interface Handler {
   ): Promise<unknown[]> | unknown[];
 }
 
-export type BuiltinHandlerName = 'tensor' | 'image-classifier' | 'text-embedding';
+export type BuiltinHandlerName = 'tensor' | 'image-classifier' | 'text-embedding' | 'text-generation';
 
 export const HANDLER_HOOKS = ['initialize', 'preprocess', 'inference', 'postprocess'] as const;

@@ -227,8 +227,28 @@ export class ServerMetrics {
   });
   readonly #tokens = new Counter({
     name: 'batchserve_tokens_total',
-    help: "Tokens of the texts a text model's requests carried (kind prompt: what its tokenizer made of them, special tokens included), in tokens.",
+    help: "Tokens of text models' requests: kind prompt, what the tokenizer made of their texts (special tokens included); kind completion, what was generated, in tokens.",
     labelNames: ['model', 'version', 'kind'],
+    registers: [this.registry],
+  });
+  readonly #firstToken = new Histogram({
+    name: 'batchserve_time_to_first_token_seconds',
+    help: 'Time from a generation request joining the queue to its first token, in seconds.',
+    labelNames: ['model', 'version'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #interToken = new Histogram({
+    name: 'batchserve_inter_token_latency_seconds',
+    help: "Time between a generated sequence's consecutive tokens, in seconds.",
+    labelNames: ['model', 'version'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #activeSequences = new Gauge({
+    name: 'batchserve_active_sequences',
+    help: 'Sequences a generative model is decoding now (the rows of its next step), in sequences.',
+    labelNames: ['model', 'version'],
     registers: [this.registry],
   });
   readonly #feedback = new Counter({
@@ -276,8 +296,22 @@ export class ServerMetrics {
   }
 
   /** Tokens a served request carried, as its model's tokenizer counted them. */
-  tokensCounted(model: string, version: string, kind: 'prompt', tokens: number): void {
+  tokensCounted(model: string, version: string, kind: 'prompt' | 'completion', tokens: number): void {
     this.#tokens.labels(model, version, kind).inc(tokens);
+  }
+
+  /** A generated sequence's first token, `seconds` after it was queued. */
+  firstToken(model: string, version: string, seconds: number): void {
+    this.#firstToken.labels(model, version).observe(seconds);
+  }
+
+  /** A generated sequence's next token, `seconds` after its previous one. */
+  nextToken(model: string, version: string, seconds: number): void {
+    this.#interToken.labels(model, version).observe(seconds);
+  }
+
+  setActiveSequences(model: string, version: string, active: number): void {
+    this.#activeSequences.labels(model, version).set(active);
   }
 
   /** A request refused with 503 before it ran; `code` says why. */
@@ -345,6 +379,7 @@ export class ServerMetrics {
     this.#instancesBusy.remove(model, version);
     this.#instances.remove(model, version);
     this.#instanceBusyRatio.remove(model, version);
+    this.#activeSequences.remove(model, version);
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
     for (const gauge of Object.values(this.#batchingGauges)) gauge.remove(model, version);
     this.#cache.bytes.remove(model, version);

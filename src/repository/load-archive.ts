@@ -5,7 +5,17 @@ import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { servedModelFile } from '../archive/served-model.js';
-import { machineLimitProblems, type CompleteModelConfig, type ModelConfig } from '../config/model-config.js';
+import {
+  machineLimitProblems,
+  modelConfigSchema,
+  type CompleteModelConfig,
+  type GenerationOptions,
+  type ModelConfig,
+} from '../config/model-config.js';
+import { validateField } from '../config/schema-kit.js';
+import { loadTokenizer } from '../handlers/text-tokens.js';
+import { decoderLayout } from '../runtime/decoder-step.js';
+import { Generator } from '../runtime/generator.js';
 import { pathInside } from '../core/entry-name.js';
 import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
@@ -70,6 +80,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       const where = { name, version, archivePath, manifest, labels, workDir, started };
       return await loadPipeline(storedConfig, configSource, where, options);
     }
+    const generates = manifest.model.handler === 'text-generation';
     const handler = isBuiltinHandler(manifest.model.handler)
       ? manifest.model.handler
       : pathInside(modelDir, manifest.model.handler, 'the handler');
@@ -100,7 +111,8 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       };
       const id = `${name}:${version}:${index}`;
       applyTensorrtOptions(spec.device, storedConfig.tensorrt);
-      if (storedConfig.runtime.thread === 'worker') {
+      // A generator steps the session itself, between requests: it must be in this thread.
+      if (storedConfig.runtime.thread === 'worker' && !generates) {
         const started = await WorkerInstance.start(id, spec);
         config ??= started.config;
         if (started.deviceNote) deviceNotes.push(`${id}: ${started.deviceNote}`);
@@ -118,6 +130,16 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       return new ModelInstance(id, opened.device, opened.session, opened.handler, opened.context);
     };
     for (let index = 0; index < devices.length; index++) instances.push(await createInstance(index));
+    const generator = generates
+      ? await startGenerator(
+          instances[0] as ModelInstance,
+          config as CompleteModelConfig,
+          tokenizer,
+          name,
+          version,
+          options,
+        )
+      : undefined;
 
     const model = new LoadedModel({
       name,
@@ -132,6 +154,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       deviceNotes,
       loadSeconds: Number(process.hrtime.bigint() - started) / 1e9,
       metrics: options.metrics,
+      ...(generator ? { generator } : {}),
       ...(options.logger ? { logger: options.logger } : {}),
     });
     // With max_queue_delay: auto, its cost line is seeded before the model reports ready.
@@ -178,4 +201,31 @@ async function loadPipeline(
     ...(options.logger ? { logger: options.logger } : {}),
   });
   return loaded;
+}
+
+/** The decoding-step scheduler of a text-generation archive, warmed up and wired to the metrics. */
+async function startGenerator(
+  instance: ModelInstance,
+  config: CompleteModelConfig,
+  tokenizerJson: string | undefined,
+  name: string,
+  version: string,
+  { metrics }: LoadOptions,
+): Promise<Generator> {
+  const options =
+    config.generation ??
+    (validateField(modelConfigSchema.fields.generation, {}, 'generation', []) as GenerationOptions);
+  const generator = new Generator(
+    instance.session,
+    decoderLayout(config.inputs, config.outputs),
+    loadTokenizer(tokenizerJson, 'text-generation').tokenizer,
+    options,
+    {
+      firstToken: (seconds) => metrics.firstToken(name, version, seconds),
+      nextToken: (seconds) => metrics.nextToken(name, version, seconds),
+      activeChanged: (active) => metrics.setActiveSequences(name, version, active),
+    },
+  );
+  await generator.warmUp();
+  return generator;
 }

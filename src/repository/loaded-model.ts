@@ -1,3 +1,4 @@
+import type { Generator } from '../runtime/generator.js';
 import { rm } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
@@ -48,6 +49,8 @@ export interface LoadedModelParts {
   readonly deviceNotes: readonly string[];
   readonly loadSeconds: number;
   readonly metrics: ServerMetrics;
+  /** Set for a text-generation archive: its decoding-step scheduler, on the first instance's session. */
+  readonly generator?: Generator;
   readonly logger?: Logger;
   /** Waits out the backoff between restart attempts; tests pass one that takes no real time. */
   readonly restartDelay?: (ms: number) => Promise<void>;
@@ -73,6 +76,7 @@ export class LoadedModel {
   readonly deviceNotes: readonly string[];
   readonly stats: ModelStatistics;
   readonly loadedAt = new Date();
+  readonly generator: Generator | undefined;
   #currentConfig: CompleteModelConfig;
   #currentSignature: ModelSignature;
   #instanceList: ServingInstance[];
@@ -97,6 +101,7 @@ export class LoadedModel {
     this.labels = parts.labels;
     this.loadSeconds = parts.loadSeconds;
     this.deviceNotes = parts.deviceNotes;
+    this.generator = parts.generator;
     this.#currentConfig = parts.config;
     this.#currentSignature = signatureOf(parts.config);
     this.#instanceList = [...parts.instances];
@@ -252,7 +257,7 @@ export class LoadedModel {
   }
 
   /** Tokens a served request carried (text models), for the tokens counter. */
-  countTokens(kind: 'prompt', tokens: number): void {
+  countTokens(kind: 'prompt' | 'completion', tokens: number): void {
     this.#parts.metrics.tokensCounted(this.name, this.version, kind, tokens);
   }
 
@@ -399,6 +404,7 @@ export class LoadedModel {
   async #drainAndRelease(): Promise<void> {
     this.#modelState = 'unloading';
     await this.#batcher.drained();
+    this.generator?.close();
     await Promise.all(this.#instanceList.map((instance) => instance.release()));
     await rm(this.#parts.workDir, { recursive: true, force: true });
     this.#parts.metrics.modelUnloaded(this.name, this.version);

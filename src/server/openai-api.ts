@@ -5,7 +5,8 @@ import { isBuiltinHandler } from '../handlers/load.js';
 import { isEmbeddingAnswer } from '../handlers/text-embedding-handler.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { RouteChoice } from '../traffic/version-router.js';
-import { checkDeclaredLength, readBody, requireMediaType, sendJson, type Route } from './http.js';
+import { checkDeclaredLength, readBody, requireMediaType, sendJson, type Route, type RouteHandler } from './http.js';
+import { chatCall, completionCall, generate, objectBody } from './openai-generation.js';
 import { disconnectSignal, requireReady, type InferenceApiOptions } from './inference-api.js';
 import { recordedRun } from './request-outcome.js';
 
@@ -21,7 +22,8 @@ interface EmbeddingsRequest {
 
 /**
  * The OpenAI-compatible routes on the inference port (what the `openai` clients call):
- * `POST /v1/embeddings` for text-embedding models, `GET /v1/models`. Errors come in OpenAI's
+ * `POST /v1/embeddings` for text-embedding models, `POST /v1/completions` and
+ * `/v1/chat/completions` for text-generation ones (streamed or whole), `GET /v1/models`. Errors come in OpenAI's
  * shape (see sendError). The model named in the body is picked like an unversioned request's
  * version: traffic splits and canaries apply.
  */
@@ -33,6 +35,35 @@ export function openAiRoutes(options: InferenceApiOptions): Route[] {
     created: Math.floor(model.loadedAt.getTime() / 1000),
     owned_by: 'batchserve',
   });
+  /**
+   * A route whose body names the model: read and checked once, then the version picked like an
+   * unversioned request's (traffic splits and canaries apply), then `run`, its outcome recorded.
+   */
+  const modelInBody =
+    <Call extends { readonly model: string }>(
+      parse: (body: Buffer) => Call,
+      run: (res: ServerResponse, model: LoadedModel, call: Call, signal: AbortSignal) => Promise<SubmitResult>,
+    ): RouteHandler =>
+    async (req, res, _params, url) => {
+      requireMediaType(req, ['application/json']);
+      checkDeclaredLength(req, options.maxRequestSize);
+      const call = parse(await readBody(req, options.maxRequestSize));
+      let model: LoadedModel | undefined;
+      const choice: RouteChoice = { routing: 'explicit', stickyKey: undefined };
+      await recordedRun(
+        options.requestFinished,
+        'rest',
+        true,
+        () => model,
+        async () => {
+          model = traffic.router.route(call.model, req, url, choice);
+          res.setHeader('x-model-version', model.version);
+          requireReady(model, options.isAccepting() && model.state === 'ready');
+          return run(res, model, call, disconnectSignal(res));
+        },
+        () => undefined,
+      );
+    };
   return [
     {
       method: 'GET',
@@ -47,36 +78,19 @@ export function openAiRoutes(options: InferenceApiOptions): Route[] {
       path: /^\/v1\/models\/([^/]+)$/,
       handle: async (_req, res, [name]) => sendJson(res, 200, modelObject(repository.get(name as string))),
     },
-    {
-      method: 'POST',
-      path: /^\/v1\/embeddings$/,
-      handle: async (req, res, _params, url) => {
-        requireMediaType(req, ['application/json']);
-        checkDeclaredLength(req, options.maxRequestSize);
-        const body = await readBody(req, options.maxRequestSize);
-        const request = embeddingsRequest(body);
-        let model: LoadedModel | undefined;
-        const choice: RouteChoice = { routing: 'explicit', stickyKey: undefined };
-        await recordedRun(
-          options.requestFinished,
-          'rest',
-          true,
-          () => model,
-          async () => {
-            model = traffic.router.route(request.model, req, url, choice);
-            res.setHeader('x-model-version', model.version);
-            requireReady(model, options.isAccepting() && model.state === 'ready');
-            return embed(res, model, request);
-          },
-          () => undefined,
-        );
-      },
-    },
+    { method: 'POST', path: /^\/v1\/embeddings$/, handle: modelInBody(embeddingsRequest, embed) },
+    { method: 'POST', path: /^\/v1\/completions$/, handle: modelInBody(completionCall, generate) },
+    { method: 'POST', path: /^\/v1\/chat\/completions$/, handle: modelInBody(chatCall, generate) },
   ];
 }
 
 /** Runs the inputs in chunks of at most max_batch_size (each may share a batch), answers in order. */
-async function embed(res: ServerResponse, model: LoadedModel, request: EmbeddingsRequest): Promise<SubmitResult> {
+async function embed(
+  res: ServerResponse,
+  model: LoadedModel,
+  request: EmbeddingsRequest,
+  signal: AbortSignal,
+): Promise<SubmitResult> {
   const handler = model.manifest.model.handler;
   if (isBuiltinHandler(handler) && handler !== 'text-embedding') {
     throw new InferenceInputError(
@@ -84,7 +98,6 @@ async function embed(res: ServerResponse, model: LoadedModel, request: Embedding
     );
   }
   const chunk = Math.max(model.config.max_batch_size, 1);
-  const signal = disconnectSignal(res);
   const parts: string[][] = [];
   for (let start = 0; start < request.input.length; start += chunk) {
     parts.push(request.input.slice(start, start + chunk));
@@ -142,16 +155,7 @@ function shorten(vector: number[], dimensions: number | undefined, normalize: bo
 
 /** Checks an embeddings body once: OpenAI's fields, each a 400 naming it when wrong. */
 export function embeddingsRequest(body: Buffer): EmbeddingsRequest {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch (error) {
-    throw new InferenceInputError(`the body is not JSON: ${(error as Error).message}`);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new InferenceInputError('the body must be a JSON object with "model" and "input"');
-  }
-  const fields = parsed as Record<string, unknown>;
+  const fields = objectBody(body);
   const { model, input, encoding_format: format = 'float', dimensions } = fields;
   if (typeof model !== 'string' || model === '') throw new InferenceInputError('"model" must name a served model');
   const texts = typeof input === 'string' ? [input] : input;

@@ -4,6 +4,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packArchive } from '../../src/archive/pack.js';
+import { readModelConfigFile } from '../../src/config/load.js';
 import { affineModel, textEncoderModel, tokenEmbedding, writeModel } from '../fixtures/onnx-models.js';
 import { call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
@@ -212,5 +213,12 @@ test('pack refuses a text-embedding archive serve could not load: no tokenizer_f
       (error: Error & { code?: string }) => error.code === code && says.test(error.message),
       what,
     );
+  }
+});
+
+test('the text examples’ configs are valid model configs', async () => {
+  for (const name of ['text-embedding', 'text-generation']) {
+    const config = await readModelConfigFile(join('examples', name, 'model-config.yaml'));
+    assert.equal(config.text?.tokenizer_file, 'tokenizer.json', name);
   }
 });

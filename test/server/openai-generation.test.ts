@@ -1,0 +1,284 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { packArchive } from '../../src/archive/pack.js';
+import { loadTokenizer } from '../../src/handlers/text-tokens.js';
+import { affineModel, decoderModel, greedyDecode, writeModel } from '../fixtures/onnx-models.js';
+import { call, scrapeMetrics, startTestServer } from '../fixtures/server.js';
+import { tempDir } from '../fixtures/temp.js';
+import { expectedIds, TEXT_VOCAB, wordPieceTokenizer } from '../fixtures/text-tokenizer.js';
+import { samplesOf } from '../metrics/prometheus-text.js';
+
+const EOS = 3;
+const MAX_NEW = 12;
+const TOKENIZER = JSON.stringify(wordPieceTokenizer({ specialTokens: false }));
+const { tokenizer } = loadTokenizer(TOKENIZER);
+
+/** What greedy decoding must answer a prompt: the model's definition, decoded by the real tokenizer. */
+function expected(prompt: string, maxTokens: number): { text: string; finish: string; tokens: number } {
+  const ids = greedyDecode(expectedIds(prompt, { specialTokens: false }), {
+    vocab: TEXT_VOCAB.length,
+    maxTokens,
+    eos: [EOS],
+  });
+  const finish = ids.at(-1) === EOS ? 'stop' : 'length';
+  const text = tokenizer.decode(
+    ids.filter((id) => id !== EOS),
+    { skip_special_tokens: true },
+  );
+  return { text, finish, tokens: ids.length };
+}
+
+async function packDecoder(
+  dir: string,
+  { active = 3, maxNew = MAX_NEW, context = 64, scheduling = 'iteration', waiting = 1024 } = {},
+): Promise<string> {
+  const model = await writeModel(dir, 'decoder.onnx', decoderModel(TEXT_VOCAB.length));
+  const tokenizerFile = join(dir, 'tokenizer.json');
+  await writeFile(tokenizerFile, TOKENIZER);
+  const configFile = join(dir, 'decoder-config.yaml');
+  await writeFile(
+    configFile,
+    [
+      'max_batch_size: 8',
+      'text:',
+      '  tokenizer_file: tokenizer.json',
+      'generation:',
+      `  eos_token_ids: [${EOS}]`,
+      `  max_active_sequences: ${active}`,
+      `  max_new_tokens: ${maxNew}`,
+      `  max_context: ${context}`,
+      `  scheduling: ${scheduling}`,
+      `  max_waiting: ${waiting}`,
+      '',
+    ].join('\n'),
+  );
+  const packed = await packArchive({
+    modelName: 'writer',
+    serializedFile: model,
+    handler: 'text-generation',
+    configFile,
+    extraFiles: [tokenizerFile],
+    exportPath: join(dir, 'store'),
+    force: true,
+  });
+  return packed.path;
+}
+
+const PROMPTS = ['hello', 'the cat', 'world runs', 'dog', 'serve the batches', 'tokens, tokens.', 'cat'];
+
+test('iteration-level batching answers every sequence exactly as decoding it alone would: completions and chat, whole and streamed, through the openai client', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, { models: [`writer=${await packDecoder(dir)}`] });
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+
+  // Seven prompts over three places: sequences of 2 to 12 tokens join and leave between steps.
+  const answers = await Promise.all(
+    PROMPTS.map((prompt) =>
+      client.completions.create({ model: 'writer', prompt, max_tokens: MAX_NEW, temperature: 0 }),
+    ),
+  );
+  answers.forEach((answer, index) => {
+    const prompt = PROMPTS[index] as string;
+    const want = expected(prompt, MAX_NEW);
+    assert.equal(answer.object, 'text_completion');
+    assert.equal(answer.choices[0]?.text, want.text, prompt);
+    assert.equal(answer.choices[0]?.finish_reason, want.finish, prompt);
+    const promptTokens = expectedIds(prompt, { specialTokens: false }).length;
+    assert.deepEqual(answer.usage, {
+      prompt_tokens: promptTokens,
+      completion_tokens: want.tokens,
+      total_tokens: promptTokens + want.tokens,
+    });
+  });
+  assert.ok(new Set(answers.map((answer) => answer.choices[0]?.finish_reason)).size === 2, 'both finishes are seen');
+
+  // Streamed: the chunks add up to the same text, then the finish, the usage and [DONE].
+  const streams = await Promise.all(
+    PROMPTS.slice(0, 4).map(async (prompt) => {
+      const stream = await client.completions.create({
+        model: 'writer',
+        prompt,
+        max_tokens: MAX_NEW,
+        temperature: 0,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      let text = '';
+      let finish: string | null | undefined;
+      let usage: OpenAI.CompletionUsage | undefined;
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.text ?? '';
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+        usage = chunk.usage ?? usage;
+      }
+      return { prompt, text, finish, usage };
+    }),
+  );
+  for (const { prompt, text, finish, usage } of streams) {
+    const want = expected(prompt, MAX_NEW);
+    assert.equal(text, want.text, `streamed ${prompt}`);
+    assert.equal(finish, want.finish, `streamed ${prompt}`);
+    assert.equal(usage?.completion_tokens, want.tokens, `streamed ${prompt}`);
+  }
+
+  // Chat: the messages rendered as "role: content" lines, ending "assistant:".
+  const chatPrompt = 'user: the cat\nassistant:';
+  const chat = await client.chat.completions.create({
+    model: 'writer',
+    messages: [{ role: 'user', content: 'the cat' }],
+    max_tokens: 6,
+    temperature: 0,
+  });
+  assert.equal(chat.object, 'chat.completion');
+  assert.equal(chat.choices[0]?.message.role, 'assistant');
+  assert.equal(chat.choices[0]?.message.content, expected(chatPrompt, 6).text);
+  const chatStream = await client.chat.completions.create({
+    model: 'writer',
+    messages: [{ role: 'user', content: 'the cat' }],
+    max_tokens: 6,
+    temperature: 0,
+    stream: true,
+  });
+  const deltas: OpenAI.ChatCompletionChunk[] = [];
+  for await (const chunk of chatStream) deltas.push(chunk);
+  assert.equal(deltas[0]?.choices[0]?.delta.role, 'assistant');
+  assert.equal(deltas.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''), expected(chatPrompt, 6).text);
+  assert.equal(deltas.at(-1)?.choices[0]?.finish_reason, expected(chatPrompt, 6).finish);
+
+  // A stop string ends the text before it, streamed or not.
+  const long = expected('hello', MAX_NEW).text;
+  const stop = long.slice(long.indexOf(',') - 2, long.indexOf(',') + 1);
+  const stopped = await client.completions.create({
+    model: 'writer',
+    prompt: 'hello',
+    max_tokens: MAX_NEW,
+    temperature: 0,
+    stop,
+  });
+  assert.equal(stopped.choices[0]?.text, long.slice(0, long.indexOf(stop)));
+  assert.equal(stopped.choices[0]?.finish_reason, 'stop');
+
+  // Sampling: a seed gives the same answer again.
+  const sampled = () =>
+    client.completions.create({ model: 'writer', prompt: 'dog', max_tokens: 8, temperature: 1.5, top_p: 0.9, seed: 7 });
+  assert.equal((await sampled()).choices[0]?.text, (await sampled()).choices[0]?.text);
+
+  const families = await scrapeMetrics(server);
+  const firstTokens = samplesOf(families, 'batchserve_time_to_first_token_seconds_count', { model: 'writer' })[0];
+  assert.equal(firstTokens?.value, PROMPTS.length + 4 + 2 + 1 + 2);
+  const completion = samplesOf(families, 'batchserve_tokens_total', { model: 'writer', kind: 'completion' })[0];
+  assert.ok((completion?.value ?? 0) > PROMPTS.length);
+  assert.equal(samplesOf(families, 'batchserve_active_sequences', { model: 'writer' })[0]?.value, 0);
+});
+
+test('a client that goes away frees its place at the next step; bad generation requests get 4xx answers in OpenAI’s shape', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, {
+    models: [`writer=${await packDecoder(dir, { active: 1, maxNew: 2000, context: 4096 })}`],
+  });
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+  // "hello" never meets the end token: left alone it would hold the one place for 2,000 steps.
+  const controller = new AbortController();
+  const stream = await client.completions.create(
+    { model: 'writer', prompt: 'hello', max_tokens: 2000, temperature: 0, stream: true },
+    { signal: controller.signal },
+  );
+  for await (const chunk of stream) {
+    assert.ok(chunk.choices[0]?.text);
+    controller.abort();
+    break;
+  }
+  const after = await client.completions.create({
+    model: 'writer',
+    prompt: 'cat',
+    max_tokens: MAX_NEW,
+    temperature: 0,
+  });
+  assert.equal(after.choices[0]?.text, expected('cat', MAX_NEW).text);
+  const steps = samplesOf(await scrapeMetrics(server), 'batchserve_inter_token_latency_seconds_count', {
+    model: 'writer',
+  })[0]?.value;
+  assert.ok(steps !== undefined && steps < 1000, `the gone sequence stopped early (${steps} tokens after a first)`);
+
+  const url = `${server.urls.inference}/v1/completions`;
+  for (const [what, body, status, says] of [
+    ['too many tokens', { model: 'writer', prompt: 'hello', max_tokens: 2001 }, 400, /max_new_tokens of 2000/],
+    [
+      'over the context',
+      { model: 'writer', prompt: 'cat '.repeat(3000), max_tokens: 2000 },
+      400,
+      /max_context of 4096/,
+    ],
+    ['an empty prompt', { model: 'writer', prompt: '' }, 400, /no tokens/],
+    ['two choices', { model: 'writer', prompt: 'hello', n: 2 }, 400, /"n" must be 1/],
+    ['logprobs', { model: 'writer', prompt: 'hello', logprobs: 2 }, 400, /"logprobs" is not served/],
+    ['a hot temperature', { model: 'writer', prompt: 'hello', temperature: 3 }, 400, /"temperature"/],
+    ['token ids', { model: 'writer', prompt: [4, 5] }, 400, /token ids are not served/],
+    ['five stops', { model: 'writer', prompt: 'hello', stop: ['a', 'b', 'c', 'd', 'e'] }, 400, /"stop"/],
+    ['an unknown model', { model: 'nope', prompt: 'hello' }, 404, /nope/],
+  ] as const) {
+    const answer = await call(url, { body: JSON.stringify(body) });
+    assert.equal(answer.status, status, `${what}: ${JSON.stringify(answer.body)}`);
+    assert.match(answer.body.error.message, says, what);
+    assert.equal(answer.body.error.code, answer.body.code, what);
+  }
+  const chat = await call(`${server.urls.inference}/v1/chat/completions`, {
+    body: JSON.stringify({ model: 'writer', messages: [{ role: 'robot', content: 'hi' }] }),
+  });
+  assert.equal(chat.status, 400);
+  assert.match(chat.body.error.message, /messages\[0\]\.role/);
+});
+
+test('whole-request scheduling (the baseline) answers the same, one batch of sequences at a time', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, { models: [`writer=${await packDecoder(dir, { scheduling: 'request' })}`] });
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const answers = await Promise.all(
+    PROMPTS.map((prompt) =>
+      client.completions.create({ model: 'writer', prompt, max_tokens: MAX_NEW, temperature: 0 }),
+    ),
+  );
+  answers.forEach((answer, index) =>
+    assert.equal(answer.choices[0]?.text, expected(PROMPTS[index] as string, MAX_NEW).text),
+  );
+});
+
+test('a full wait list refuses with 503 BS_ERR_QUEUE_FULL in OpenAI’s shape', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, {
+    models: [`writer=${await packDecoder(dir, { active: 1, waiting: 1, maxNew: 2000, context: 4096 })}`],
+  });
+  const body = JSON.stringify({ model: 'writer', prompt: 'hello', max_tokens: 300, temperature: 0 });
+  const url = `${server.urls.inference}/v1/completions`;
+  const answers = await Promise.all([call(url, { body }), call(url, { body }), call(url, { body })]);
+  const statuses = answers.map((answer) => answer.status).sort();
+  assert.deepEqual(statuses, [200, 200, 503]);
+  const refused = answers.find((answer) => answer.status === 503);
+  assert.equal(refused?.body.error.code, 'BS_ERR_QUEUE_FULL');
+  assert.equal(refused?.body.error.type, 'api_error');
+});
+
+test('pack refuses a text-generation archive whose model has no cache to feed', async (t) => {
+  const dir = await tempDir(t);
+  const tokenizerFile = join(dir, 'tokenizer.json');
+  await writeFile(tokenizerFile, TOKENIZER);
+  const configFile = join(dir, 'config.yaml');
+  await writeFile(configFile, 'max_batch_size: 8\ntext:\n  tokenizer_file: tokenizer.json\n');
+  await assert.rejects(
+    packArchive({
+      modelName: 'affine',
+      serializedFile: await writeModel(dir, 'affine.onnx', affineModel()),
+      handler: 'text-generation',
+      configFile,
+      extraFiles: [tokenizerFile],
+      exportPath: join(dir, 'store'),
+    }),
+    (error: Error & { code?: string }) =>
+      error.code === 'BS_ERR_HANDLER_INVALID' &&
+      /past_key_values/.test(error.message) &&
+      /cannot feed input "x"/.test(error.message),
+  );
+});
