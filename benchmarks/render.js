@@ -310,7 +310,65 @@ export const accelerator = {
 };
 
 /** Each results/<name>.json's renderer, by name: the names the docs' markers use. */
+export const generation = {
+  level(level) {
+    const side = (name, figures) =>
+      `  ${name.padEnd(9)} ${fixed(figures.tokensPerSecond, 0).padStart(5)} tokens/s  ITL p50 ${fixed(figures.interTokenP50Ms, 1)} ms, p99 ${fixed(figures.interTokenP99Ms, 1)} ms  TTFT p99 ${fixed(figures.firstTokenP99Ms, 0)} ms${figures.errors ? `  ${figures.errors} errors` : ''}`;
+    return [
+      `${level.workload} max_tokens, ${level.concurrency} streaming clients`,
+      side('iteration', level.iteration),
+      side('request', level.request),
+      `  iteration ÷ request ${fixed(level.ratio, 2)}×; control (iteration ÷ itself) ${fixed(level.control, 3)}`,
+    ].join('\n');
+  },
+  summary(result) {
+    const { settings, verdicts } = result;
+    return [
+      `simulated decoding step: ${settings.cost.cMs} ms + ${settings.cost.mMs} ms a token fed; ${settings.activeSequences} sequences decode together; answers ${settings.tokens[0]}–${settings.tokens[1]} tokens`,
+      ...verdicts.map((verdict) => `${metOrMissed(verdict.met)}: ${verdict.label}`),
+    ].join('\n');
+  },
+  render(result) {
+    return [
+      ...environmentLines(result),
+      result.settings.pinned
+        ? 'servers pinned to CPU 0 (taskset -c 0), client to CPU 1'
+        : 'not pinned (taskset missing or a single CPU)',
+      `each level: iteration, request, request, iteration (${result.settings.durationMs / 1000} s each after ${result.settings.warmupMs / 1000} s of warm-up)`,
+      '',
+      ...result.levels.map((level) => `${generation.level(level)}\n`),
+      generation.summary(result),
+    ].join('\n');
+  },
+};
+
+export const embeddings = {
+  render(result) {
+    const { settings, inProcess, served, verdicts } = result;
+    return [
+      ...environmentLines(result),
+      settings.pinned
+        ? 'server pinned to CPU 0 (taskset -c 0), client and in-process runs to CPU 1'
+        : 'not pinned (taskset missing or a single CPU)',
+      `simulated pass of B texts: ${settings.cost.cMs} ms + ${settings.cost.mMs} ms × B; ${settings.durationMs / 1000} s a run`,
+      ...inProcess.map(
+        (figures) =>
+          `in process, full batches of ${figures.batch} back to back: ${fixed(figures.before, 0)} then ${fixed(figures.after, 0)} texts/s (control ${fixed(figures.control, 3)})`,
+      ),
+      ...served.map(
+        (point) =>
+          `served, ${settings.concurrency} clients, max_batch_size ${String(point.batch).padStart(2)}, delay ${point.delay.padEnd(3)}: ` +
+          `${fixed(point.textsPerSecond, 0)} texts/s, ${fixed(point.ratio, 3)} of in process; p50 ${fixed(point.p50Ms, 1)} ms, p99 ${fixed(point.p99Ms, 1)} ms` +
+          `${point.errors ? `, ${point.errors} errors` : ''}`,
+      ),
+      ...verdicts.map((verdict) => `${metOrMissed(verdict.met)}: ${verdict.label}`),
+    ].join('\n');
+  },
+};
+
 export const renderers = {
+  embeddings: (result) => embeddings.render(result),
+  generation: (result) => generation.render(result),
   'ocr-pipeline': (result) => ocrPipeline.render(result),
   accelerator: (result) => accelerator.render(result),
   'client-throughput': (result) => clientThroughput.render(result),

@@ -70,6 +70,23 @@ export function registerBench(program: Command): void {
     .option('--max-regression <pct>', 'allowed throughput or p99 regression against --baseline', '10%')
     .option('--pin', 'pin the server to CPU 0 and the client to the others (taskset)', false)
     .option('--device <device>', 'device for the served archive and --in-process')
+    .addOption(
+      new Option(
+        '--openai <api>',
+        "drive a running server's OpenAI route at --url (concurrency levels only): tokens/s, time to first token, inter-token latency",
+      ).choices(['completions', 'chat', 'embeddings']),
+    )
+    .option(
+      '--max-tokens <n|a-b>',
+      "--openai: each request's max_tokens, or a range it is drawn from (e.g. 8-256)",
+      '64',
+    )
+    .addOption(
+      new Option('--token-distribution <kind>', '--openai: how max_tokens is drawn from its range')
+        .choices(['uniform', 'log-uniform'])
+        .default('uniform'),
+    )
+    .option('--prompt <text>', '--openai: the prompt (embeddings: the input)', 'Once upon a time')
     .action(async (archive: string | undefined, options: BenchCommandOptions) => {
       const { runBench } = await import('./bench.js');
       await runBench(archive, options);

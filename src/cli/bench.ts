@@ -14,6 +14,8 @@ import { runSweep, type BatchTimeSample, type SweepOptions, type SweepProgress }
 import { ArchiveTarget, RemoteTarget, type BenchTarget } from '../bench/targets.js';
 import { durationOption, integerOption } from './options.js';
 import { startSpinner } from './spinner.js';
+import { runOpenAiBench } from './bench-openai.js';
+import type { OpenAiApi } from '../bench/openai-load.js';
 
 export interface BenchCommandOptions {
   url?: string;
@@ -51,9 +53,17 @@ export interface BenchCommandOptions {
   maxRegression: string;
   pin: boolean;
   device?: string;
+  openai?: OpenAiApi;
+  maxTokens: string;
+  tokenDistribution: 'uniform' | 'log-uniform';
+  prompt: string;
 }
 
 export async function runBench(archive: string | undefined, options: BenchCommandOptions): Promise<void> {
+  if (options.openai) {
+    await runOpenAiBench(archive, { ...options, openai: options.openai });
+    return;
+  }
   if (archive && options.url) throw new UsageError('give either an archive or --url, not both');
   if (!archive && !options.url)
     throw new UsageError('give an archive to serve, or --url and --model of a running server');

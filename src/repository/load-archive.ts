@@ -16,6 +16,8 @@ import { validateField } from '../config/schema-kit.js';
 import { loadTokenizer } from '../handlers/text-tokens.js';
 import { decoderLayout } from '../runtime/decoder-step.js';
 import { Generator } from '../runtime/generator.js';
+import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE } from '../runtime/simulated-device.js';
+import { simulatedStepPacer } from '../runtime/step-pacer.js';
 import { pathInside } from '../core/entry-name.js';
 import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
@@ -225,6 +227,9 @@ async function startGenerator(
       nextToken: (seconds) => metrics.nextToken(name, version, seconds),
       activeChanged: (active) => metrics.setActiveSequences(name, version, active),
     },
+    instance.device === SIMULATED_DEVICE
+      ? simulatedStepPacer(config.simulated_device ?? DEFAULT_SIMULATED_DEVICE)
+      : undefined,
   );
   await generator.warmUp();
   return generator;

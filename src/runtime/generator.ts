@@ -1,6 +1,7 @@
 import type ort from 'onnxruntime-node';
 import type { GenerationOptions } from '../config/model-config.js';
 import {
+  BatchserveError,
   InferenceFailedError,
   InferenceInputError,
   ModelNotReadyError,
@@ -11,6 +12,7 @@ import { mulberry32 } from '../core/random.js';
 import type { TextTokenizer } from '../handlers/text-tokens.js';
 import { EMPTY_CACHE, runDecoderStep, type DecoderLayout, type SequenceCache } from './decoder-step.js';
 import { pickToken } from './sampling.js';
+import type { StepPacer } from './step-pacer.js';
 
 export interface GenerationRequest {
   readonly promptIds: readonly number[];
@@ -50,6 +52,9 @@ interface Sequence {
   cache: SequenceCache;
   text: string;
   emitted: number;
+  /** Incremental detokenizing: the ids from prefixOffset decode to text's tail, up to readOffset. */
+  prefixOffset: number;
+  readOffset: number;
   lastTokenAt: number | undefined;
   resolve(result: GenerationResult): void;
   reject(error: unknown): void;
@@ -58,7 +63,8 @@ interface Sequence {
 /**
  * Iteration-level ("continuous") batching of one decoder: every step runs the next token of
  * every active sequence as one batch, sequences that finish leave at once and waiting ones
- * join between steps (their prompts run together as one step, within max_tokens_per_step),
+ * join between steps (their prompts run in that step, or in one of their own when they are
+ * much longer than one token; within max_tokens_per_step),
  * each keeping its own key/value cache, re-batched at every step. A client that goes away
  * frees its place at the next step. With scheduling `request`, sequences join only a batch
  * that has not started decoding: whole-request batching, kept to measure against.
@@ -79,6 +85,8 @@ export class Generator {
     readonly tokenizer: TextTokenizer,
     readonly options: GenerationOptions,
     private readonly observer?: GenerationObserver,
+    /** On the simulated device: holds each step to its cost. */
+    private readonly pace?: StepPacer,
   ) {
     this.#eos = new Set(options.eos_token_ids);
   }
@@ -126,19 +134,27 @@ export class Generator {
         cache: EMPTY_CACHE(this.layout.layers.length),
         text: '',
         emitted: 0,
+        prefixOffset: 0,
+        readOffset: 0,
         lastTokenAt: undefined,
         resolve,
         reject,
       });
-      if (!this.#running) void this.#run();
+      if (!this.#running) void this.#run().catch((error: unknown) => this.#failAll(error));
     });
   }
 
   /** Refuses what waits and ends what runs: the model is going away. */
   close(): void {
     this.#closed = true;
-    const error = new ModelNotReadyError('the model was unloaded while generating');
-    for (const sequence of [...this.#waiting, ...this.#active]) sequence.reject(error);
+    this.#failAll(new ModelNotReadyError('the model was unloaded while generating'));
+  }
+
+  /** Ends every sequence with `error`: on close, or if the loop itself broke (never the process). */
+  #failAll(error: unknown): void {
+    const reason =
+      error instanceof BatchserveError ? error : new InferenceFailedError(`generation failed: ${String(error)}`);
+    for (const sequence of [...this.#waiting, ...this.#active]) sequence.reject(reason);
     this.#waiting.length = 0;
     this.#active.length = 0;
     this.#reserved = 0;
@@ -150,19 +166,22 @@ export class Generator {
       while (!this.#closed && (this.#waiting.length > 0 || this.#active.length > 0)) {
         this.#dropCancelled();
         const joining = this.#admit();
+        const decoding = joining.length === 0 || sharesStep(this.#active.length, joining) ? this.#active : [];
         // A copy: sequences that finish leave #active while the step's results are handed out.
-        const rows = joining.length > 0 ? joining : [...this.#active];
+        const rows = [...decoding, ...joining];
         if (rows.length === 0) break;
-        if (joining.length === 0) this.#forming = false;
+        if (decoding.length > 0) this.#forming = false;
         let step;
         try {
-          step = await runDecoderStep(
-            this.session,
-            this.layout,
-            rows.map((sequence) => ({
-              ids: sequence.cache.length === 0 ? sequence.request.promptIds : [sequence.ids.at(-1) as number],
-              cache: sequence.cache,
-            })),
+          const startedAt = performance.now();
+          const fed = rows.map((sequence) => ({
+            ids: sequence.cache.length === 0 ? sequence.request.promptIds : [sequence.ids.at(-1) as number],
+            cache: sequence.cache,
+          }));
+          step = await runDecoderStep(this.session, this.layout, fed);
+          await this.pace?.(
+            fed.reduce((sum, row) => sum + row.ids.length, 0),
+            startedAt,
           );
         } catch (error) {
           const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
@@ -175,7 +194,13 @@ export class Generator {
         this.observer?.activeChanged(this.#active.length);
         rows.forEach((sequence, index) => {
           sequence.cache = step.caches[index] as SequenceCache;
-          this.#advance(sequence, step.logits[index] as Float32Array);
+          try {
+            this.#advance(sequence, step.logits[index] as Float32Array);
+          } catch (error) {
+            // A tokenizer that cannot decode what the model chose fails that sequence, not the loop.
+            const message = error instanceof Error ? error.message : String(error);
+            this.#end(sequence, undefined, new InferenceFailedError(`generation failed: ${message}`));
+          }
         });
       }
     } finally {
@@ -230,10 +255,7 @@ export class Generator {
       this.#end(sequence, 'stop');
       return;
     }
-    sequence.text = this.tokenizer.decode(
-      sequence.ids.filter((id) => !this.#eos.has(id)),
-      { skip_special_tokens: true },
-    );
+    this.#detokenize(sequence);
     const stopAt = firstStop(sequence.text, request.stop, sequence.emitted);
     if (stopAt !== undefined) {
       sequence.text = sequence.text.slice(0, stopAt);
@@ -246,6 +268,24 @@ export class Generator {
       return;
     }
     this.#emit(sequence, false);
+  }
+
+  /**
+   * Adds the new token's text without decoding the whole answer again (vLLM's incremental
+   * detokenizer): the ids since the last read are decoded with the token before them, which
+   * brings the space or the word piece joining them, and what grew is appended; a token that
+   * adds nothing yet (a special one, half a character) waits for the next.
+   */
+  #detokenize(sequence: Sequence): void {
+    const decode = (from: number, to = sequence.ids.length): string =>
+      to > from ? this.tokenizer.decode(sequence.ids.slice(from, to), { skip_special_tokens: true }) : '';
+    const before = decode(sequence.prefixOffset, sequence.readOffset);
+    const after = decode(sequence.prefixOffset);
+    if (after.length > before.length && !after.endsWith('\ufffd')) {
+      sequence.text += after.slice(before.length);
+      sequence.prefixOffset = sequence.readOffset;
+      sequence.readOffset = sequence.ids.length;
+    }
   }
 
   /** Sends what no stop string can still claim (and no half a character), or everything at the end. */
@@ -287,4 +327,16 @@ function firstStop(text: string, stops: readonly string[], from: number): number
     if (at >= 0 && (first === undefined || at < first)) first = at;
   }
   return first;
+}
+
+/**
+ * Whether joining prompts run in the active sequences' decoding step rather than a step of
+ * their own, which would hold every active sequence back a step: yes when padding every row to
+ * the longest prompt at most doubles the tokens the step feeds.
+ */
+function sharesStep(active: number, joining: readonly Sequence[]): boolean {
+  const prompts = joining.map((sequence) => sequence.request.promptIds.length);
+  const longest = Math.max(...prompts);
+  const fed = active + prompts.reduce((sum, length) => sum + length, 0);
+  return (active + joining.length) * longest <= 2 * fed;
 }

@@ -60,7 +60,8 @@ export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatc
   let session = opened;
   try {
     const config = reconcileWithModel(spec.config, readSignature(opened, spec.modelSource), spec.configSource);
-    if (device === SIMULATED_DEVICE) {
+    // A generator on `sim` runs the real decoder and holds each step to its cost (step-pacer.ts).
+    if (device === SIMULATED_DEVICE && spec.handler !== 'text-generation') {
       // Handlers call run() (and read the names); the real session is opened only for the signature.
       session = new SimulatedSession(
         opened,

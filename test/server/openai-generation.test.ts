@@ -33,7 +33,7 @@ function expected(prompt: string, maxTokens: number): { text: string; finish: st
 
 async function packDecoder(
   dir: string,
-  { active = 3, maxNew = MAX_NEW, context = 64, scheduling = 'iteration', waiting = 1024 } = {},
+  { active = 3, maxNew = MAX_NEW, context = 64, scheduling = 'iteration', waiting = 1024, sim = false } = {},
 ): Promise<string> {
   const model = await writeModel(dir, 'decoder.onnx', decoderModel(TEXT_VOCAB.length));
   const tokenizerFile = join(dir, 'tokenizer.json');
@@ -43,6 +43,7 @@ async function packDecoder(
     configFile,
     [
       'max_batch_size: 8',
+      ...(sim ? ['instances: [{count: 1, device: sim}]', 'simulated_device: {fixed_cost: 5ms, row_cost: 1ms}'] : []),
       'text:',
       '  tokenizer_file: tokenizer.json',
       'generation:',
@@ -67,14 +68,24 @@ async function packDecoder(
   return packed.path;
 }
 
-const PROMPTS = ['hello', 'the cat', 'world runs', 'dog', 'serve the batches', 'tokens, tokens.', 'cat'];
+// The last joins while others decode; at 17 tokens it runs in a step of its own (sharesStep).
+const PROMPTS = [
+  'hello',
+  'the cat',
+  'world runs',
+  'dog',
+  'serve the batches',
+  'tokens, tokens.',
+  'cat',
+  'the dog runs, the cat runs, the dog runs, the cat runs.',
+];
 
 test('iteration-level batching answers every sequence exactly as decoding it alone would: completions and chat, whole and streamed, through the openai client', async (t) => {
   const dir = await tempDir(t);
   const server = await startTestServer(t, { models: [`writer=${await packDecoder(dir)}`] });
   const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
 
-  // Seven prompts over three places: sequences of 2 to 12 tokens join and leave between steps.
+  // Eight prompts over three places: sequences of 2 to 12 tokens join and leave between steps.
   const answers = await Promise.all(
     PROMPTS.map((prompt) =>
       client.completions.create({ model: 'writer', prompt, max_tokens: MAX_NEW, temperature: 0 }),
@@ -281,4 +292,18 @@ test('pack refuses a text-generation archive whose model has no cache to feed', 
       /past_key_values/.test(error.message) &&
       /cannot feed input "x"/.test(error.message),
   );
+});
+
+test('on the simulated device a decoder answers the same, each step held to fixed_cost + tokens × row_cost', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, { models: [`writer=${await packDecoder(dir, { sim: true })}`] });
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const answer = await client.completions.create({ model: 'writer', prompt: 'hello', max_tokens: 8, temperature: 0 });
+  assert.equal(answer.choices[0]?.text, expected('hello', 8).text);
+  const families = await scrapeMetrics(server);
+  const between = (suffix: string): number =>
+    samplesOf(families, `batchserve_inter_token_latency_seconds_${suffix}`, { model: 'writer' })[0]?.value ?? 0;
+  // A decoding step of one sequence feeds one token: at least 5 + 1 ms each.
+  assert.equal(between('count'), 7);
+  assert.ok(between('sum') / 7 >= 0.006, `${(between('sum') / 7) * 1000} ms a step`);
 });

@@ -1,0 +1,65 @@
+import { writeFile } from 'node:fs/promises';
+import { UsageError } from '../core/errors.js';
+import { runOpenAiLoad, type OpenAiApi } from '../bench/openai-load.js';
+import { renderOpenAiTable } from '../bench/openai-report.js';
+import { durationOption, integerOption } from './options.js';
+import { startSpinner } from './spinner.js';
+
+export interface OpenAiBenchOptions {
+  url?: string;
+  model?: string;
+  openai: OpenAiApi;
+  concurrency?: string[];
+  maxTokens: string;
+  tokenDistribution: 'uniform' | 'log-uniform';
+  prompt: string;
+  duration: string;
+  warmup: string;
+  json?: string;
+}
+
+/** "64" or "8-256": the range each request's max_tokens is drawn from. */
+export function maxTokensRange(value: string): [number, number] {
+  const match = /^(\d+)(?:-(\d+))?$/.exec(value.trim());
+  const low = Number(match?.[1]);
+  const high = match?.[2] === undefined ? low : Number(match[2]);
+  if (!match || low < 1 || high < low) {
+    throw new UsageError(`--max-tokens: expected a count or a range such as 8-256, got ${JSON.stringify(value)}`);
+  }
+  return [low, high];
+}
+
+/** `bench --openai …`: a concurrency sweep of a running server's OpenAI routes. */
+export async function runOpenAiBench(archive: string | undefined, options: OpenAiBenchOptions): Promise<void> {
+  if (archive || !options.url || !options.model) {
+    throw new UsageError('--openai drives a running server: give --url and --model, not an archive');
+  }
+  if (!options.concurrency?.length) throw new UsageError('--openai needs --concurrency levels, e.g. 1,8,32');
+  const spinner = startSpinner('starting');
+  let points;
+  try {
+    points = await runOpenAiLoad({
+      url: options.url,
+      model: options.model,
+      api: options.openai,
+      concurrency: options.concurrency.map((level) => integerOption(level, '--concurrency', 1)),
+      maxTokens: maxTokensRange(options.maxTokens),
+      distribution: options.tokenDistribution,
+      prompt: options.prompt,
+      warmupMs: durationOption(options.warmup, '--warmup') / 1000,
+      durationMs: durationOption(options.duration, '--duration') / 1000,
+      seed: 1,
+      onProgress: (text) => (spinner.text = text),
+    });
+  } finally {
+    spinner.stop();
+  }
+  process.stdout.write(`${renderOpenAiTable(options.openai, points)}\n`);
+  if (options.json) {
+    await writeFile(
+      options.json,
+      `${JSON.stringify({ url: options.url, model: options.model, api: options.openai, points }, null, 2)}\n`,
+    );
+    process.stderr.write(`wrote ${options.json}\n`);
+  }
+}
