@@ -25,7 +25,7 @@ export interface ArchiveManifest {
   readonly model: {
     readonly modelName: string;
     readonly serializedFile: string;
-    /** A built-in handler name (`tensor`, `image-classifier`, `text-embedding`, `text-generation`) or a file in the archive. */
+    /** A built-in handler name (`tensor`, `image-classifier`, `text-embedding`, `text-classifier`, `text-generation`) or a file in the archive. */
     readonly handler: string;
     readonly modelVersion: string;
     readonly configFile: string;

@@ -24,6 +24,7 @@ import { decoderLayout } from '../runtime/decoder-step.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import { checkTextInputs, loadTokenizer } from '../handlers/text-tokens.js';
+import { loadChatTemplate } from '../handlers/chat-template.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import {
   ARCHIVE_FORMAT_VERSION,
@@ -84,22 +85,29 @@ export interface PackResult {
  * text.tokenizer_file says.
  */
 async function checkTextHandler(
-  handler: 'text-embedding' | 'text-generation',
+  handler: 'text-embedding' | 'text-classifier' | 'text-generation',
   config: CompleteModelConfig,
   planned: readonly PlannedEntry[],
   configSource: string,
 ): Promise<void> {
-  if (handler === 'text-embedding') checkTextInputs(config.inputs);
-  else decoderLayout(config.inputs, config.outputs);
+  if (handler === 'text-generation') decoderLayout(config.inputs, config.outputs);
+  else checkTextInputs(config.inputs, handler);
   const file = config.text?.tokenizer_file;
   if (file === undefined) {
     throw new UsageError(
       `${configSource}: the ${handler} handler needs text.tokenizer_file (a tokenizer.json, packed with --extra-files)`,
     );
   }
-  const entry = planned.find((candidate) => candidate.archivePath === file);
-  const content = entry?.content ?? (entry?.sourcePath ? await readFile(entry.sourcePath) : undefined);
-  if (content !== undefined) loadTokenizer(content.toString('utf8'), handler);
+  const contentOf = async (path: string): Promise<string | undefined> => {
+    const entry = planned.find((candidate) => candidate.archivePath === path);
+    const content = entry?.content ?? (entry?.sourcePath ? await readFile(entry.sourcePath) : undefined);
+    return content?.toString('utf8');
+  };
+  const tokenizer = await contentOf(file);
+  if (tokenizer !== undefined) loadTokenizer(tokenizer, handler);
+  const chatFile = config.text?.chat_template_file;
+  const chat = chatFile === undefined ? undefined : await contentOf(chatFile);
+  if (chatFile !== undefined && chat !== undefined) loadChatTemplate(chat, chatFile);
 }
 
 interface PlannedEntry {
@@ -155,7 +163,7 @@ export async function packArchive(options: PackOptions): Promise<PackResult> {
   for (const extra of options.extraFiles ?? []) extras.push(...(await extraEntries(resolve(extra))));
   planned.push(...extras);
   checkPlan(planned, config, configSource);
-  if (handler === 'text-embedding' || handler === 'text-generation') {
+  if (handler === 'text-embedding' || handler === 'text-classifier' || handler === 'text-generation') {
     await checkTextHandler(handler, config, planned, configSource);
   }
 

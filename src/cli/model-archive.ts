@@ -19,7 +19,7 @@ export function registerModelArchive(program: Command): void {
     .option('--version <version>', 'model version', '1.0')
     .option(
       '--handler <name|file>',
-      'built-in handler (tensor, image-classifier, text-embedding, text-generation) or a .js/.ts handler file',
+      'built-in handler (tensor, image-classifier, text-embedding, text-classifier, text-generation) or a .js/.ts handler file',
       'tensor',
     )
     .option('--config-file <path>', 'model-config.yaml (or .json); inputs/outputs are inferred when left out')

@@ -18,6 +18,9 @@ export function configFileReferences(config: ModelConfig): FileReference[] {
   if (config.text?.tokenizer_file !== undefined) {
     references.push({ key: 'text.tokenizer_file', path: config.text.tokenizer_file });
   }
+  if (config.text?.chat_template_file !== undefined) {
+    references.push({ key: 'text.chat_template_file', path: config.text.chat_template_file });
+  }
   config.pipeline?.steps.forEach((step, index) => {
     if (!isModelStep(step)) {
       references.push({ key: `pipeline.steps[${index}].function`, path: functionReference(step.function).file });

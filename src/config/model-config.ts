@@ -368,7 +368,8 @@ export const modelConfigSchema = {
     text: {
       kind: 'object',
       optional: true,
-      description: 'Options of the built-in text-embedding handler.',
+      description:
+        'Options of the built-in text handlers: text-embedding, text-classifier and text-generation (its tokenizer).',
       fields: {
         tokenizer_file: {
           kind: 'string',
@@ -376,6 +377,13 @@ export const modelConfigSchema = {
           patternHint: 'a relative path inside the archive',
           description:
             "A Hugging Face tokenizer.json packed with --extra-files; the handler's texts are tokenized with it.",
+        },
+        chat_template_file: {
+          kind: 'string',
+          pattern: /^[^/\\][^\\]*$/,
+          patternHint: 'a relative path inside the archive',
+          description:
+            "text-generation: the model's Jinja chat template for /v1/chat/completions, a tokenizer_config.json (its chat_template, bos and eos tokens) or a template file; without it, messages become `role: content` lines.",
         },
         max_length: {
           kind: 'integer',
@@ -403,6 +411,19 @@ export const modelConfigSchema = {
           kind: 'boolean',
           default: true,
           description: 'Scale each embedding to unit length (cosine similarity becomes a dot product).',
+        },
+        top_k: {
+          kind: 'integer',
+          min: 1,
+          max: MODEL_CONFIG_LIMITS.topK,
+          default: 5,
+          description: 'text-classifier: classes returned per text, best first.',
+        },
+        softmax: {
+          kind: 'enum',
+          values: ['auto', 'always', 'never'],
+          default: 'auto',
+          description: 'text-classifier: apply softmax to the logits; auto does so unless each row already sums to 1.',
         },
       },
     },
@@ -509,10 +530,13 @@ export interface ImageClassifierOptions {
 
 export interface TextOptions {
   readonly tokenizer_file?: string;
+  readonly chat_template_file?: string;
   readonly max_length: number;
   readonly pad_multiple: number;
   readonly pooling: 'mean' | 'cls' | 'none';
   readonly normalize: boolean;
+  readonly top_k: number;
+  readonly softmax: 'auto' | 'always' | 'never';
 }
 
 export interface GenerationOptions {

@@ -85,7 +85,16 @@ export function topK(
   labels?: readonly string[],
 ): Classification[] {
   const classes = scores.dims[scores.dims.length - 1] ?? 0;
-  const row = Array.from((scores.data as Float32Array).subarray(0, classes));
+  return topKOfRow((scores.data as Float32Array).subarray(0, classes), options, labels);
+}
+
+/** Top-k classes of one row of scores, best first: softmax as `options.softmax` says. */
+export function topKOfRow(
+  scores: Float32Array,
+  options: Pick<ImageClassifierOptions, 'softmax' | 'top_k'>,
+  labels?: readonly string[],
+): Classification[] {
+  const row = Array.from(scores);
   const sum = row.reduce((a, b) => a + b, 0);
   const isDistribution = row.every((p) => p >= 0 && p <= 1) && Math.abs(sum - 1) < 1e-3;
   const probabilities =

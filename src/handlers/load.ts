@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { HandlerInvalidError } from '../core/errors.js';
 import { imageClassifierHandler } from './image-classifier-handler.js';
 import { tensorHandler } from './tensor-handler.js';
+import { textClassifierHandler } from './text-classifier-handler.js';
 import { textEmbeddingHandler } from './text-embedding-handler.js';
 import { textGenerationHandler } from './text-generation-handler.js';
 import { HANDLER_HOOKS, type BuiltinHandlerName, type Handler } from './types.js';
@@ -12,6 +13,7 @@ export const BUILTIN_HANDLERS: Readonly<Record<BuiltinHandlerName, Handler>> = {
   tensor: tensorHandler,
   'image-classifier': imageClassifierHandler,
   'text-embedding': textEmbeddingHandler,
+  'text-classifier': textClassifierHandler,
   'text-generation': textGenerationHandler,
 };
 

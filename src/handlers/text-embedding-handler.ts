@@ -1,11 +1,17 @@
 import type ort from 'onnxruntime-node';
-import { HandlerInvalidError, InferenceFailedError, InferenceInputError } from '../core/errors.js';
-import { modelConfigSchema, type TextOptions } from '../config/model-config.js';
-import { validateField } from '../config/schema-kit.js';
-import type { HandlerRequest } from '../core/request.js';
-import { checkTextInputs, encodeTexts, loadTokenizer, paddedBatch, type LoadedTokenizer } from './text-tokens.js';
+import { HandlerInvalidError, InferenceFailedError } from '../core/errors.js';
+import type { TextOptions } from '../config/model-config.js';
 import { tensorHandler } from './tensor-handler.js';
-import type { Handler, HandlerContext } from './types.js';
+import {
+  firstOutput,
+  initializeText,
+  perRequest,
+  prepareTexts,
+  takeTextBatch,
+  textOptions,
+  type TextBatch,
+} from './text-batch.js';
+import type { Handler } from './types.js';
 
 /** What the handler answers a request of texts: one vector a text, in order, and their tokens. */
 export interface EmbeddingAnswer {
@@ -22,16 +28,6 @@ export function isEmbeddingAnswer(response: unknown): response is EmbeddingAnswe
   );
 }
 
-/** The texts a batch held, so postprocess can pool each one's tokens and answer each request. */
-interface TextBatch {
-  readonly textsPerRequest: readonly number[];
-  readonly lengths: readonly number[];
-}
-
-const tokenizers = new WeakMap<HandlerContext, LoadedTokenizer>();
-/** Keyed by the batch's requests array, which runBatch hands to preprocess and postprocess alike. */
-const batches = new WeakMap<readonly HandlerRequest[], TextBatch>();
-
 /**
  * Built-in handler for text encoders (a Hugging Face / Optimum export: input_ids and its
  * attention mask in, token states or a pooled vector out). A body is a text (text/plain), or
@@ -41,78 +37,17 @@ const batches = new WeakMap<readonly HandlerRequest[], TextBatch>();
  * through and get tensors back.
  */
 export const textEmbeddingHandler: Handler = {
-  initialize(context) {
-    checkTextInputs(context.config.inputs);
-    tokenizerOf(context);
-  },
-  preprocess(requests, context) {
-    if (requests.every((request) => request.inputs)) return tensorHandler.preprocess(requests, context);
-    if (requests.some((request) => request.inputs)) {
-      throw new InferenceInputError('a batch cannot mix texts with v2 tensors');
-    }
-    const options = textOptions(context);
-    const loaded = tokenizerOf(context);
-    const perRequest = requests.map((request) => encodeTexts(textsOf(request), loaded, options.max_length));
-    const rows = perRequest.flat();
-    batches.set(requests, {
-      textsPerRequest: perRequest.map((texts) => texts.length),
-      lengths: rows.map((ids) => ids.length),
-    });
-    return paddedBatch(rows, loaded.padId, options, context.config.inputs);
-  },
-  async inference(inputs, { session, config }) {
-    return session.run(inputs, [config.outputs[0]?.name as string]);
-  },
+  initialize: (context) => initializeText(context, 'text-embedding'),
+  preprocess: prepareTexts,
+  inference: firstOutput,
   postprocess(outputs, requests, context) {
-    const batch = batches.get(requests);
+    const batch = takeTextBatch(requests);
     if (!batch) return tensorHandler.postprocess(outputs, requests, context);
-    batches.delete(requests);
     const name = context.config.outputs[0]?.name as string;
     const vectors = pooled(outputs[name] as ort.Tensor, batch, textOptions(context), name);
-    let next = 0;
-    return batch.textsPerRequest.map((count): EmbeddingAnswer => {
-      const embeddings = vectors.slice(next, next + count);
-      const tokens = batch.lengths.slice(next, next + count).reduce((a, b) => a + b, 0);
-      next += count;
-      return { embeddings, tokens };
-    });
+    return perRequest(batch, vectors).map(({ rows, tokens }): EmbeddingAnswer => ({ embeddings: rows, tokens }));
   },
 };
-
-function tokenizerOf(context: HandlerContext): LoadedTokenizer {
-  let loaded = tokenizers.get(context);
-  if (!loaded) {
-    loaded = loadTokenizer(context.tokenizer);
-    tokenizers.set(context, loaded);
-  }
-  return loaded;
-}
-
-let defaultOptions: TextOptions | undefined;
-
-function textOptions({ config }: HandlerContext): TextOptions {
-  defaultOptions ??= validateField(modelConfigSchema.fields.text, {}, 'text', []) as TextOptions;
-  return config.text ?? defaultOptions;
-}
-
-/** A body's texts: itself as UTF-8 text, or JSON (a string or a non-empty array of strings). */
-export function textsOf(request: HandlerRequest): string[] {
-  const body = request.body;
-  if (!body) throw new InferenceInputError('the request carries no text');
-  const text = body.toString('utf8');
-  if (request.contentType !== 'application/json') return [text];
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw new InferenceInputError('the body is not JSON; send a string or an array of strings (or text/plain)');
-  }
-  if (typeof parsed === 'string') return [parsed];
-  if (Array.isArray(parsed) && parsed.length > 0 && parsed.every((item) => typeof item === 'string')) {
-    return parsed;
-  }
-  throw new InferenceInputError('the JSON body must be a string or a non-empty array of strings');
-}
 
 /** One vector a text: its tokens' mean or its first token's, unit length when asked. */
 function pooled(states: ort.Tensor, batch: TextBatch, options: TextOptions, name: string): number[][] {

@@ -9,7 +9,7 @@ export const TEXT_INPUTS = ['input_ids', 'attention_mask', 'token_type_ids'] as 
 
 /** What the handlers use of a tokenizer. */
 export interface TextTokenizer {
-  encode(text: string): { ids: number[] };
+  encode(text: string, options?: { add_special_tokens?: boolean }): { ids: number[] };
   decode(ids: readonly number[], options?: { skip_special_tokens?: boolean }): string;
 }
 
@@ -47,7 +47,7 @@ export function loadTokenizer(json: string | undefined, handler = 'text-embeddin
 }
 
 /** Checks the model takes input_ids (and at most the mask and token types), as INT64 or INT32. */
-export function checkTextInputs(inputs: readonly TensorSpec[]): void {
+export function checkTextInputs(inputs: readonly TensorSpec[], handler = 'text-embedding'): void {
   const known: readonly string[] = TEXT_INPUTS;
   const problems = inputs.flatMap((input) => {
     if (!known.includes(input.name)) return [`input "${input.name}" is not one of ${TEXT_INPUTS.join(', ')}`];
@@ -59,7 +59,7 @@ export function checkTextInputs(inputs: readonly TensorSpec[]): void {
     return [];
   });
   if (!inputs.some((input) => input.name === 'input_ids')) problems.push('the model has no input "input_ids"');
-  if (problems.length > 0) throw new HandlerInvalidError(`the text-embedding handler: ${problems.join('; ')}`);
+  if (problems.length > 0) throw new HandlerInvalidError(`the ${handler} handler: ${problems.join('; ')}`);
 }
 
 /** Token ids of each text, refused (not cut) when longer than max_length. */

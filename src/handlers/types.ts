@@ -33,6 +33,7 @@ export interface Handler {
   ): Promise<unknown[]> | unknown[];
 }
 
-export type BuiltinHandlerName = 'tensor' | 'image-classifier' | 'text-embedding' | 'text-generation';
+export type BuiltinHandlerName =
+  'tensor' | 'image-classifier' | 'text-embedding' | 'text-classifier' | 'text-generation';
 
 export const HANDLER_HOOKS = ['initialize', 'preprocess', 'inference', 'postprocess'] as const;

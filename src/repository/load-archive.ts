@@ -13,6 +13,7 @@ import {
   type ModelConfig,
 } from '../config/model-config.js';
 import { validateField } from '../config/schema-kit.js';
+import { loadChatTemplate, PLAIN_CHAT, type ChatTemplate } from '../handlers/chat-template.js';
 import { loadTokenizer } from '../handlers/text-tokens.js';
 import { decoderLayout } from '../runtime/decoder-step.js';
 import { Generator } from '../runtime/generator.js';
@@ -73,6 +74,10 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     const tokenizer = tokenizerFile
       ? await readFile(pathInside(modelDir, tokenizerFile, 'text.tokenizer_file'), 'utf8')
       : undefined;
+    const chatFile = storedConfig.text?.chat_template_file;
+    const chat = chatFile
+      ? loadChatTemplate(await readFile(pathInside(modelDir, chatFile, 'text.chat_template_file'), 'utf8'), chatFile)
+      : PLAIN_CHAT;
     const devices = storedConfig.instances.flatMap((group) =>
       Array.from({ length: group.count }, () => options.device ?? group.device),
     );
@@ -136,7 +141,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       ? await startGenerator(
           instances[0] as ModelInstance,
           config as CompleteModelConfig,
-          tokenizer,
+          { tokenizer, chat },
           name,
           version,
           options,
@@ -209,7 +214,7 @@ async function loadPipeline(
 async function startGenerator(
   instance: ModelInstance,
   config: CompleteModelConfig,
-  tokenizerJson: string | undefined,
+  text: { tokenizer: string | undefined; chat: ChatTemplate },
   name: string,
   version: string,
   { metrics }: LoadOptions,
@@ -220,7 +225,8 @@ async function startGenerator(
   const generator = new Generator(
     instance.session,
     decoderLayout(config.inputs, config.outputs),
-    loadTokenizer(tokenizerJson, 'text-generation').tokenizer,
+    loadTokenizer(text.tokenizer, 'text-generation').tokenizer,
+    text.chat,
     options,
     {
       firstToken: (seconds) => metrics.firstToken(name, version, seconds),

@@ -9,6 +9,7 @@ import {
   RequestCancelledError,
 } from '../core/errors.js';
 import { mulberry32 } from '../core/random.js';
+import type { ChatTemplate } from '../handlers/chat-template.js';
 import type { TextTokenizer } from '../handlers/text-tokens.js';
 import { EMPTY_CACHE, runDecoderStep, type DecoderLayout, type SequenceCache } from './decoder-step.js';
 import { pickToken } from './sampling.js';
@@ -83,6 +84,8 @@ export class Generator {
     private readonly session: ort.InferenceSession,
     readonly layout: DecoderLayout,
     readonly tokenizer: TextTokenizer,
+    /** How the chat route turns messages into a prompt. */
+    readonly chat: ChatTemplate,
     readonly options: GenerationOptions,
     private readonly observer?: GenerationObserver,
     /** On the simulated device: holds each step to its cost. */

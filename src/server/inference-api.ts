@@ -38,7 +38,7 @@ import { responseWritten, traceNow } from '../core/trace-channels.js';
 import { recordedRun, type RequestOutcome } from './request-outcome.js';
 import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
 import type { RouteChoice } from '../traffic/version-router.js';
-import { isEmbeddingAnswer } from '../handlers/text-embedding-handler.js';
+import { answeredTokens } from '../handlers/text-batch.js';
 
 export const V2_EXTENSIONS = [
   'binary_tensor_data',
@@ -490,7 +490,8 @@ async function predict(
   };
   if (contentType === undefined || !FORM_TYPES.includes(contentType)) {
     const result = await run({ body, ...(contentType ? { contentType } : {}) }, reservation);
-    if (isEmbeddingAnswer(result.response)) model.countTokens('prompt', result.response.tokens);
+    const tokens = answeredTokens(result.response);
+    if (tokens !== undefined) model.countTokens('prompt', tokens);
     sendPrediction(res, result.response);
     return result;
   }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { SubmitResult } from '../batching/batcher.js';
 import { BatchserveError, InferenceInputError } from '../core/errors.js';
+import type { ChatMessage } from '../handlers/chat-template.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { Generator, GenerationRequest, GenerationResult } from '../runtime/generator.js';
 
@@ -12,8 +13,10 @@ const MAX_STOPS = 4;
 export interface GenerationCall {
   readonly model: string;
   readonly kind: 'completion' | 'chat';
-  /** The prompt's text: the completion's, or the chat rendered by the template. */
+  /** A completion's prompt (a chat's is rendered by the model's template when it runs). */
   readonly prompt: string;
+  /** A chat's messages. */
+  readonly messages: readonly ChatMessage[];
   readonly maxTokens: number | undefined;
   readonly temperature: number;
   readonly topP: number;
@@ -48,7 +51,12 @@ function numberField(fields: Fields, name: string, fallback: number, min: number
 }
 
 /** The fields both routes share; those this server does not do are refused, not ignored. */
-function commonFields(fields: Fields, kind: GenerationCall['kind'], prompt: string): GenerationCall {
+function commonFields(
+  fields: Fields,
+  kind: GenerationCall['kind'],
+  prompt: string,
+  messages: readonly ChatMessage[] = [],
+): GenerationCall {
   const { model, stop = [], seed, stream = false, n = 1 } = fields;
   if (typeof model !== 'string' || model === '') throw new InferenceInputError('"model" must name a served model');
   if (n !== 1) throw new InferenceInputError('"n" must be 1: one choice a request');
@@ -83,6 +91,7 @@ function commonFields(fields: Fields, kind: GenerationCall['kind'], prompt: stri
     model,
     kind,
     prompt,
+    messages,
     maxTokens: (maxTokens ?? undefined) as number | undefined,
     temperature: numberField(fields, 'temperature', 1, 0, 2),
     topP: numberField(fields, 'top_p', 1, Number.MIN_VALUE, 1),
@@ -103,17 +112,14 @@ export function completionCall(body: Buffer): GenerationCall {
   return commonFields(fields, 'completion', text);
 }
 
-/**
- * The chat as one prompt. Models' own (Jinja) chat templates are not run yet: every message is
- * `role: content` on its own line, and the prompt ends with `assistant:`.
- */
+/** A chat's messages, checked: text content only (a string, or text parts joined). */
 export function chatCall(body: Buffer): GenerationCall {
   const fields = objectBody(body);
   const { messages } = fields;
   if (!Array.isArray(messages) || messages.length === 0) {
     throw new InferenceInputError('"messages" must be a non-empty array of {role, content}');
   }
-  const lines = messages.map((message: unknown, index) => {
+  const checked = messages.map((message: unknown, index): ChatMessage => {
     const { role, content } = (message ?? {}) as { role?: unknown; content?: unknown };
     if (typeof role !== 'string' || !['system', 'developer', 'user', 'assistant'].includes(role)) {
       throw new InferenceInputError(`messages[${index}].role must be system, developer, user or assistant`);
@@ -130,9 +136,9 @@ export function chatCall(body: Buffer): GenerationCall {
     if (!text.every((item) => typeof item === 'string')) {
       throw new InferenceInputError(`messages[${index}].content must be a string or text parts`);
     }
-    return `${role}: ${text.join('')}`;
+    return { role, content: text.join('') };
   });
-  return commonFields(fields, 'chat', `${lines.join('\n')}\nassistant:`);
+  return commonFields(fields, 'chat', '', checked);
 }
 
 function generatorOf(model: LoadedModel): Generator {
@@ -179,7 +185,11 @@ export async function generate(
       `"max_tokens" ${call.maxTokens} is over this model's max_new_tokens of ${options.max_new_tokens}`,
     );
   }
-  const promptIds = generator.tokenizer.encode(call.prompt).ids;
+  const { chat } = generator;
+  const promptIds =
+    call.kind === 'chat'
+      ? generator.tokenizer.encode(chat.render(call.messages), { add_special_tokens: chat.addSpecialTokens }).ids
+      : generator.tokenizer.encode(call.prompt).ids;
   const maxTokens =
     call.maxTokens ?? (call.kind === 'completion' ? Math.min(16, options.max_new_tokens) : options.max_new_tokens);
   const id = `${call.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;

@@ -5,7 +5,13 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { packArchive } from '../../src/archive/pack.js';
 import { readModelConfigFile } from '../../src/config/load.js';
-import { affineModel, textEncoderModel, tokenEmbedding, writeModel } from '../fixtures/onnx-models.js';
+import {
+  affineModel,
+  textClassifierModel,
+  textEncoderModel,
+  tokenEmbedding,
+  writeModel,
+} from '../fixtures/onnx-models.js';
 import { call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { expectedIds, TEXT_VOCAB, wordPieceTokenizer } from '../fixtures/text-tokenizer.js';
@@ -221,4 +227,51 @@ test('the text examples’ configs are valid model configs', async () => {
     const config = await readModelConfigFile(join('examples', name, 'model-config.yaml'));
     assert.equal(config.text?.tokenizer_file, 'tokenizer.json', name);
   }
+});
+
+test('the text-classifier handler answers each text’s top classes with their labels, exactly, and counts its tokens', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'classifier.onnx', textClassifierModel(TEXT_VOCAB.length, 4));
+  const tokenizer = join(dir, 'tokenizer.json');
+  await writeFile(tokenizer, JSON.stringify(wordPieceTokenizer()));
+  const labels = join(dir, 'labels.txt');
+  await writeFile(labels, 'north\nsouth\neast\nwest\n');
+  const configFile = join(dir, 'classifier-config.yaml');
+  await writeFile(
+    configFile,
+    'max_batch_size: 4\nlabels_file: labels.txt\ntext:\n  tokenizer_file: tokenizer.json\n  top_k: 2\n  softmax: always\n',
+  );
+  const packed = await packArchive({
+    modelName: 'topic',
+    serializedFile: model,
+    handler: 'text-classifier',
+    configFile,
+    extraFiles: [tokenizer, labels],
+    exportPath: join(dir, 'store'),
+  });
+  const server = await startTestServer(t, { models: [`topic=${packed.path}`] });
+  const texts = ['the cat runs', 'Hello, world.'];
+  const answer = await call(`${server.urls.inference}/predictions/topic`, { body: JSON.stringify(texts) });
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  texts.forEach((text, index) => {
+    const ids = expectedIds(text);
+    const logits = [0, 1, 2, 3].map((c) => ids.reduce((sum, id) => sum + tokenEmbedding(id, c), 0));
+    const max = Math.max(...logits);
+    const total = logits.reduce((sum, value) => sum + Math.exp(value - max), 0);
+    const want = logits
+      .map((value, c) => ({ label: ['north', 'south', 'east', 'west'][c], score: Math.exp(value - max) / total }))
+      .sort((a, b) => b.score - a.score)
+      .slice(0, 2);
+    const got = answer.body.classes[index] as { label: string; score: number }[];
+    assert.deepEqual(
+      got.map((entry) => entry.label),
+      want.map((entry) => entry.label),
+      text,
+    );
+    got.forEach((entry, rank) => assert.ok(Math.abs(entry.score - (want[rank]?.score ?? 0)) < 1e-6, text));
+  });
+  const tokens = texts.reduce((sum, text) => sum + expectedIds(text).length, 0);
+  assert.equal(answer.body.tokens, tokens);
+  const counted = samplesOf(await scrapeMetrics(server), 'batchserve_tokens_total', { model: 'topic' })[0]?.value;
+  assert.equal(counted, tokens);
 });

@@ -33,12 +33,24 @@ function expected(prompt: string, maxTokens: number): { text: string; finish: st
 
 async function packDecoder(
   dir: string,
-  { active = 3, maxNew = MAX_NEW, context = 64, scheduling = 'iteration', waiting = 1024, sim = false } = {},
+  {
+    active = 3,
+    maxNew = MAX_NEW,
+    context = 64,
+    scheduling = 'iteration',
+    waiting = 1024,
+    sim = false,
+    chatTemplate = undefined as string | undefined,
+  } = {},
 ): Promise<string> {
   const model = await writeModel(dir, 'decoder.onnx', decoderModel(TEXT_VOCAB.length));
   const tokenizerFile = join(dir, 'tokenizer.json');
   await writeFile(tokenizerFile, TOKENIZER);
   const configFile = join(dir, 'decoder-config.yaml');
+  const tokenizerConfig = join(dir, 'tokenizer_config.json');
+  if (chatTemplate !== undefined) {
+    await writeFile(tokenizerConfig, JSON.stringify({ chat_template: chatTemplate, bos_token: { content: 'cat' } }));
+  }
   await writeFile(
     configFile,
     [
@@ -46,6 +58,7 @@ async function packDecoder(
       ...(sim ? ['instances: [{count: 1, device: sim}]', 'simulated_device: {fixed_cost: 5ms, row_cost: 1ms}'] : []),
       'text:',
       '  tokenizer_file: tokenizer.json',
+      ...(chatTemplate !== undefined ? ['  chat_template_file: tokenizer_config.json'] : []),
       'generation:',
       `  eos_token_ids: [${EOS}]`,
       `  max_active_sequences: ${active}`,
@@ -61,7 +74,7 @@ async function packDecoder(
     serializedFile: model,
     handler: 'text-generation',
     configFile,
-    extraFiles: [tokenizerFile],
+    extraFiles: [tokenizerFile, ...(chatTemplate !== undefined ? [tokenizerConfig] : [])],
     exportPath: join(dir, 'store'),
     force: true,
   });
@@ -306,4 +319,29 @@ test('on the simulated device a decoder answers the same, each step held to fixe
   // A decoding step of one sequence feeds one token: at least 5 + 1 ms each.
   assert.equal(between('count'), 7);
   assert.ok(between('sum') / 7 >= 0.006, `${(between('sum') / 7) * 1000} ms a step`);
+});
+
+test("chat runs the model's own Jinja template from tokenizer_config.json, and a template's raise_exception is a 400", async (t) => {
+  const dir = await tempDir(t);
+  const template =
+    "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system messages') }}{% endif %}" +
+    '{{ m.content }} {% endfor %}{% if add_generation_prompt %}{{ bos_token }}{% endif %}';
+  const server = await startTestServer(t, {
+    models: [`writer=${await packDecoder(dir, { chatTemplate: template })}`],
+  });
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const chat = await client.chat.completions.create({
+    model: 'writer',
+    messages: [{ role: 'user', content: 'the dog' }],
+    max_tokens: 6,
+    temperature: 0,
+  });
+  // "the dog " then the template's bos_token: the prompt is "the dog cat".
+  assert.equal(chat.choices[0]?.message.content, expected('the dog cat', 6).text);
+  assert.equal(chat.usage?.prompt_tokens, 3);
+  const refused = await call(`${server.urls.inference}/v1/chat/completions`, {
+    body: JSON.stringify({ model: 'writer', messages: [{ role: 'system', content: 'be brief' }] }),
+  });
+  assert.equal(refused.status, 400);
+  assert.match(refused.body.error.message, /no system messages/);
 });

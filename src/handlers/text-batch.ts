@@ -1,0 +1,110 @@
+import { InferenceInputError } from '../core/errors.js';
+import { modelConfigSchema, type TextOptions } from '../config/model-config.js';
+import { validateField } from '../config/schema-kit.js';
+import type { HandlerRequest } from '../core/request.js';
+import type { TensorMap } from '../core/tensors.js';
+import { checkTextInputs, encodeTexts, loadTokenizer, paddedBatch, type LoadedTokenizer } from './text-tokens.js';
+import { tensorHandler } from './tensor-handler.js';
+import type { HandlerContext } from './types.js';
+
+/** The texts a batch held, so postprocess can read each one's rows and answer each request. */
+export interface TextBatch {
+  readonly textsPerRequest: readonly number[];
+  /** Tokens of each text, in batch order. */
+  readonly lengths: readonly number[];
+}
+
+const tokenizers = new WeakMap<HandlerContext, LoadedTokenizer>();
+/** Keyed by the batch's requests array, which runBatch hands to preprocess and postprocess alike. */
+const batches = new WeakMap<readonly HandlerRequest[], TextBatch>();
+
+/** The text handlers' initialize: the model's inputs and the tokenizer, checked at load. */
+export function initializeText(context: HandlerContext, handler: string): void {
+  checkTextInputs(context.config.inputs, handler);
+  tokenizerOf(context, handler);
+}
+
+export function tokenizerOf(context: HandlerContext, handler = 'text-embedding'): LoadedTokenizer {
+  let loaded = tokenizers.get(context);
+  if (!loaded) {
+    loaded = loadTokenizer(context.tokenizer, handler);
+    tokenizers.set(context, loaded);
+  }
+  return loaded;
+}
+
+let defaultOptions: TextOptions | undefined;
+
+export function textOptions({ config }: HandlerContext): TextOptions {
+  defaultOptions ??= validateField(modelConfigSchema.fields.text, {}, 'text', []) as TextOptions;
+  return config.text ?? defaultOptions;
+}
+
+/**
+ * A batch's model inputs: its texts tokenized and padded together (the batch remembered for
+ * postprocess), or, when every request carries v2 tensors, those tensors as they are.
+ */
+export function prepareTexts(requests: readonly HandlerRequest[], context: HandlerContext): TensorMap {
+  if (requests.every((request) => request.inputs)) return tensorHandler.preprocess(requests, context) as TensorMap;
+  if (requests.some((request) => request.inputs)) {
+    throw new InferenceInputError('a batch cannot mix texts with v2 tensors');
+  }
+  const options = textOptions(context);
+  const loaded = tokenizerOf(context);
+  const perRequest = requests.map((request) => encodeTexts(textsOf(request), loaded, options.max_length));
+  const rows = perRequest.flat();
+  batches.set(requests, {
+    textsPerRequest: perRequest.map((texts) => texts.length),
+    lengths: rows.map((ids) => ids.length),
+  });
+  return paddedBatch(rows, loaded.padId, options, context.config.inputs);
+}
+
+/** The batch prepareTexts remembered, once; undefined for a batch of v2 tensors. */
+export function takeTextBatch(requests: readonly HandlerRequest[]): TextBatch | undefined {
+  const batch = batches.get(requests);
+  batches.delete(requests);
+  return batch;
+}
+
+/** Each request's share of a row per text, with its tokens. */
+export function perRequest<Row>(batch: TextBatch, rows: readonly Row[]): { rows: Row[]; tokens: number }[] {
+  let next = 0;
+  return batch.textsPerRequest.map((count) => {
+    const shared = { rows: rows.slice(next, next + count), tokens: 0 };
+    for (let index = next; index < next + count; index++) shared.tokens += batch.lengths[index] as number;
+    next += count;
+    return shared;
+  });
+}
+
+/** The tokens a text handler's answer says its texts came to; undefined for other answers. */
+export function answeredTokens(response: unknown): number | undefined {
+  if (typeof response !== 'object' || response === null) return undefined;
+  const { tokens, embeddings, classes } = response as { tokens?: unknown; embeddings?: unknown; classes?: unknown };
+  return typeof tokens === 'number' && (Array.isArray(embeddings) || Array.isArray(classes)) ? tokens : undefined;
+}
+
+/** The first output, the one the text handlers read, run alone. */
+export async function firstOutput(inputs: TensorMap, { session, config }: HandlerContext): Promise<TensorMap> {
+  return session.run(inputs, [config.outputs[0]?.name as string]);
+}
+
+/** A body's texts: itself as UTF-8 text, or JSON (a string or a non-empty array of strings). */
+export function textsOf(request: HandlerRequest): string[] {
+  const body = request.body;
+  if (!body) throw new InferenceInputError('the request carries no text');
+  const text = body.toString('utf8');
+  if (request.contentType !== 'application/json') return [text];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new InferenceInputError('the body is not JSON; send a string or an array of strings (or text/plain)');
+  }
+  if (typeof parsed === 'string') return [parsed];
+  if (Array.isArray(parsed) && parsed.length > 0 && parsed.every((item) => typeof item === 'string')) {
+    return parsed;
+  }
+  throw new InferenceInputError('the JSON body must be a string or a non-empty array of strings');
+}
