@@ -19,7 +19,7 @@ export interface OpenAiBenchOptions {
 }
 
 /** "64" or "8-256": the range each request's max_tokens is drawn from. */
-export function maxTokensRange(value: string): [number, number] {
+function maxTokensRange(value: string): [number, number] {
   const match = /^(\d+)(?:-(\d+))?$/.exec(value.trim());
   const low = Number(match?.[1]);
   const high = match?.[2] === undefined ? low : Number(match[2]);

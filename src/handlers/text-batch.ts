@@ -1,3 +1,4 @@
+import type ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
 import { modelConfigSchema, type TextOptions } from '../config/model-config.js';
 import { validateField } from '../config/schema-kit.js';
@@ -5,7 +6,7 @@ import type { HandlerRequest } from '../core/request.js';
 import type { TensorMap } from '../core/tensors.js';
 import { checkTextInputs, encodeTexts, loadTokenizer, paddedBatch, type LoadedTokenizer } from './text-tokens.js';
 import { tensorHandler } from './tensor-handler.js';
-import type { HandlerContext } from './types.js';
+import type { Handler, HandlerContext } from './types.js';
 
 /** The texts a batch held, so postprocess can read each one's rows and answer each request. */
 export interface TextBatch {
@@ -19,12 +20,12 @@ const tokenizers = new WeakMap<HandlerContext, LoadedTokenizer>();
 const batches = new WeakMap<readonly HandlerRequest[], TextBatch>();
 
 /** The text handlers' initialize: the model's inputs and the tokenizer, checked at load. */
-export function initializeText(context: HandlerContext, handler: string): void {
+function initializeText(context: HandlerContext, handler: string): void {
   checkTextInputs(context.config.inputs, handler);
   tokenizerOf(context, handler);
 }
 
-export function tokenizerOf(context: HandlerContext, handler = 'text-embedding'): LoadedTokenizer {
+function tokenizerOf(context: HandlerContext, handler = 'text-embedding'): LoadedTokenizer {
   let loaded = tokenizers.get(context);
   if (!loaded) {
     loaded = loadTokenizer(context.tokenizer, handler);
@@ -44,7 +45,7 @@ export function textOptions({ config }: HandlerContext): TextOptions {
  * A batch's model inputs: its texts tokenized and padded together (the batch remembered for
  * postprocess), or, when every request carries v2 tensors, those tensors as they are.
  */
-export function prepareTexts(requests: readonly HandlerRequest[], context: HandlerContext): TensorMap {
+function prepareTexts(requests: readonly HandlerRequest[], context: HandlerContext): TensorMap {
   if (requests.every((request) => request.inputs)) return tensorHandler.preprocess(requests, context) as TensorMap;
   if (requests.some((request) => request.inputs)) {
     throw new InferenceInputError('a batch cannot mix texts with v2 tensors');
@@ -61,14 +62,14 @@ export function prepareTexts(requests: readonly HandlerRequest[], context: Handl
 }
 
 /** The batch prepareTexts remembered, once; undefined for a batch of v2 tensors. */
-export function takeTextBatch(requests: readonly HandlerRequest[]): TextBatch | undefined {
+function takeTextBatch(requests: readonly HandlerRequest[]): TextBatch | undefined {
   const batch = batches.get(requests);
   batches.delete(requests);
   return batch;
 }
 
 /** Each request's share of a row per text, with its tokens. */
-export function perRequest<Row>(batch: TextBatch, rows: readonly Row[]): { rows: Row[]; tokens: number }[] {
+function perRequest<Row>(batch: TextBatch, rows: readonly Row[]): { rows: Row[]; tokens: number }[] {
   let next = 0;
   return batch.textsPerRequest.map((count) => {
     const shared = { rows: rows.slice(next, next + count), tokens: 0 };
@@ -86,12 +87,12 @@ export function answeredTokens(response: unknown): number | undefined {
 }
 
 /** The first output, the one the text handlers read, run alone. */
-export async function firstOutput(inputs: TensorMap, { session, config }: HandlerContext): Promise<TensorMap> {
+async function firstOutput(inputs: TensorMap, { session, config }: HandlerContext): Promise<TensorMap> {
   return session.run(inputs, [config.outputs[0]?.name as string]);
 }
 
 /** A body's texts: itself as UTF-8 text, or JSON (a string or a non-empty array of strings). */
-export function textsOf(request: HandlerRequest): string[] {
+function textsOf(request: HandlerRequest): string[] {
   const body = request.body;
   if (!body) throw new InferenceInputError('the request carries no text');
   const text = body.toString('utf8');
@@ -107,4 +108,28 @@ export function textsOf(request: HandlerRequest): string[] {
     return parsed;
   }
   throw new InferenceInputError('the JSON body must be a string or a non-empty array of strings');
+}
+
+/**
+ * A text handler: texts tokenized and padded by batch, the first output run, and `rowsOf`
+ * making one row a text of it (`output`: that output, by name), shared out per request by
+ * `answer`. A batch of v2 tensors passes through as the tensor handler's.
+ */
+export function textHandler<Row>(
+  name: string,
+  rowsOf: (output: ort.Tensor, batch: TextBatch, context: HandlerContext, outputName: string) => Row[],
+  answer: (rows: Row[], tokens: number) => unknown,
+): Handler {
+  return {
+    initialize: (context) => initializeText(context, name),
+    preprocess: prepareTexts,
+    inference: firstOutput,
+    postprocess(outputs, requests, context) {
+      const batch = takeTextBatch(requests);
+      if (!batch) return tensorHandler.postprocess(outputs, requests, context);
+      const outputName = context.config.outputs[0]?.name as string;
+      const rows = rowsOf(outputs[outputName] as ort.Tensor, batch, context, outputName);
+      return perRequest(batch, rows).map((share) => answer(share.rows, share.tokens));
+    },
+  };
 }

@@ -1,8 +1,6 @@
-import type ort from 'onnxruntime-node';
 import { HandlerInvalidError } from '../core/errors.js';
 import { topKOfRow, type Classification } from './image-classifier-handler.js';
-import { tensorHandler } from './tensor-handler.js';
-import { firstOutput, initializeText, perRequest, prepareTexts, takeTextBatch, textOptions } from './text-batch.js';
+import { textHandler, textOptions } from './text-batch.js';
 import type { Handler } from './types.js';
 
 /** What the handler answers a request of texts: the top classes of each text, and their tokens. */
@@ -17,15 +15,9 @@ export interface ClassesAnswer {
  * each text's top_k `{label, score}` out, labels from labels_file, softmax as the config's
  * `text` section says. Requests that carry tensors (KServe v2) pass through.
  */
-export const textClassifierHandler: Handler = {
-  initialize: (context) => initializeText(context, 'text-classifier'),
-  preprocess: prepareTexts,
-  inference: firstOutput,
-  postprocess(outputs, requests, context) {
-    const batch = takeTextBatch(requests);
-    if (!batch) return tensorHandler.postprocess(outputs, requests, context);
-    const name = context.config.outputs[0]?.name as string;
-    const logits = outputs[name] as ort.Tensor;
+export const textClassifierHandler: Handler = textHandler(
+  'text-classifier',
+  (logits, batch, context, name) => {
     const [texts, classes] = logits.dims;
     if (logits.type !== 'float32' || logits.dims.length !== 2 || texts !== batch.lengths.length || !classes) {
       throw new HandlerInvalidError(
@@ -34,9 +26,9 @@ export const textClassifierHandler: Handler = {
     }
     const data = logits.data as Float32Array;
     const options = textOptions(context);
-    const ranked = batch.lengths.map((_, row) =>
+    return batch.lengths.map((_, row) =>
       topKOfRow(data.subarray(row * classes, (row + 1) * classes), options, context.labels),
     );
-    return perRequest(batch, ranked).map(({ rows, tokens }): ClassesAnswer => ({ classes: rows, tokens }));
   },
-};
+  (classes, tokens): ClassesAnswer => ({ classes, tokens }),
+);

@@ -1,16 +1,7 @@
 import type ort from 'onnxruntime-node';
 import { HandlerInvalidError, InferenceFailedError } from '../core/errors.js';
 import type { TextOptions } from '../config/model-config.js';
-import { tensorHandler } from './tensor-handler.js';
-import {
-  firstOutput,
-  initializeText,
-  perRequest,
-  prepareTexts,
-  takeTextBatch,
-  textOptions,
-  type TextBatch,
-} from './text-batch.js';
+import { textHandler, textOptions, type TextBatch } from './text-batch.js';
 import type { Handler } from './types.js';
 
 /** What the handler answers a request of texts: one vector a text, in order, and their tokens. */
@@ -36,18 +27,11 @@ export function isEmbeddingAnswer(response: unknown): response is EmbeddingAnswe
  * normalized as the config's `text` section says. Requests that carry tensors (KServe v2) pass
  * through and get tensors back.
  */
-export const textEmbeddingHandler: Handler = {
-  initialize: (context) => initializeText(context, 'text-embedding'),
-  preprocess: prepareTexts,
-  inference: firstOutput,
-  postprocess(outputs, requests, context) {
-    const batch = takeTextBatch(requests);
-    if (!batch) return tensorHandler.postprocess(outputs, requests, context);
-    const name = context.config.outputs[0]?.name as string;
-    const vectors = pooled(outputs[name] as ort.Tensor, batch, textOptions(context), name);
-    return perRequest(batch, vectors).map(({ rows, tokens }): EmbeddingAnswer => ({ embeddings: rows, tokens }));
-  },
-};
+export const textEmbeddingHandler: Handler = textHandler(
+  'text-embedding',
+  (states, batch, context, name) => pooled(states, batch, textOptions(context), name),
+  (embeddings, tokens): EmbeddingAnswer => ({ embeddings, tokens }),
+);
 
 /** One vector a text: its tokens' mean or its first token's, unit length when asked. */
 function pooled(states: ort.Tensor, batch: TextBatch, options: TextOptions, name: string): number[][] {

@@ -5,7 +5,7 @@ import type { TextOptions } from '../config/model-config.js';
 import type { TensorMap, TensorSpec } from '../core/tensors.js';
 
 /** The inputs a text encoder takes, by the names Hugging Face exports give them. */
-export const TEXT_INPUTS = ['input_ids', 'attention_mask', 'token_type_ids'] as const;
+const TEXT_INPUTS = ['input_ids', 'attention_mask', 'token_type_ids'] as const;
 
 /** What the handlers use of a tokenizer. */
 export interface TextTokenizer {

@@ -11,7 +11,7 @@ import { disconnectSignal, requireReady, type InferenceApiOptions } from './infe
 import { recordedRun } from './request-outcome.js';
 
 /** OpenAI's own limit on the inputs of one embeddings request. */
-export const MAX_EMBEDDING_INPUTS = 2048;
+const MAX_EMBEDDING_INPUTS = 2048;
 
 interface EmbeddingsRequest {
   readonly model: string;
@@ -154,7 +154,7 @@ function shorten(vector: number[], dimensions: number | undefined, normalize: bo
 }
 
 /** Checks an embeddings body once: OpenAI's fields, each a 400 naming it when wrong. */
-export function embeddingsRequest(body: Buffer): EmbeddingsRequest {
+function embeddingsRequest(body: Buffer): EmbeddingsRequest {
   const fields = objectBody(body);
   const { model, input, encoding_format: format = 'float', dimensions } = fields;
   if (typeof model !== 'string' || model === '') throw new InferenceInputError('"model" must name a served model');
