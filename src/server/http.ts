@@ -289,7 +289,8 @@ export function sendError(res: ServerResponse, error: unknown): number {
   const status = statusOf(error);
   const message = error instanceof BatchserveError ? error.message : 'internal server error (see the server log)';
   if (res.headersSent) {
-    res.destroy();
+    // Cut short, unless its route already ended it (a stream that sent its error as an event).
+    if (!res.writableEnded) res.destroy();
     return status;
   }
   const headers: Record<string, string> = {};

@@ -190,8 +190,10 @@ export async function generate(
     call.kind === 'chat'
       ? generator.tokenizer.encode(chat.render(call.messages), { add_special_tokens: chat.addSpecialTokens }).ids
       : generator.tokenizer.encode(call.prompt).ids;
+  // Unasked, an answer may take what the context leaves (OpenAI's default for chat; 16 for completions).
+  const room = Math.max(options.max_context - promptIds.length, 1);
   const maxTokens =
-    call.maxTokens ?? (call.kind === 'completion' ? Math.min(16, options.max_new_tokens) : options.max_new_tokens);
+    call.maxTokens ?? Math.min(call.kind === 'completion' ? 16 : options.max_new_tokens, options.max_new_tokens, room);
   const id = `${call.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
   const head = envelope(call, model, id, Math.floor(Date.now() / 1000));
   const started = process.hrtime.bigint();
@@ -221,10 +223,12 @@ export async function generate(
       result = await generator.generate({ ...request, onText });
     } catch (error) {
       if (!res.headersSent) throw error;
-      const message = error instanceof BatchserveError ? error.message : 'generation failed (see the server log)';
-      send({ error: { message, type: 'api_error', param: null, code: (error as { code?: string }).code ?? null } });
-      // Flushed before the error is recorded: the route's error path ends a sent response by destroying it.
-      await new Promise<void>((flushed) => res.end(flushed));
+      // A client that went away has nothing left to read; one still there reads why the stream ends.
+      if (!res.destroyed) {
+        const message = error instanceof BatchserveError ? error.message : 'generation failed (see the server log)';
+        send({ error: { message, type: 'api_error', param: null, code: (error as { code?: string }).code ?? null } });
+        res.end();
+      }
       throw error;
     }
     if (!res.headersSent) startStream(res, call, head, send);

@@ -345,3 +345,20 @@ test("chat runs the model's own Jinja template from tokenizer_config.json, and a
   assert.equal(refused.status, 400);
   assert.match(refused.body.error.message, /no system messages/);
 });
+
+test('a request that names no max_tokens takes what the context leaves, not more', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, { models: [`writer=${await packDecoder(dir, { context: 10 })}`] });
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const chat = await client.chat.completions.create({
+    model: 'writer',
+    messages: [{ role: 'user', content: 'hello' }],
+    temperature: 0,
+  });
+  // The context of 10 less the prompt's tokens, under max_new_tokens (12).
+  const prompt = 'user: hello\nassistant:';
+  const room = 10 - expectedIds(prompt, { specialTokens: false }).length;
+  assert.ok(room > 0 && room < MAX_NEW);
+  assert.equal(chat.choices[0]?.message.content, expected(prompt, room).text);
+  assert.equal(chat.usage?.completion_tokens, expected(prompt, room).tokens);
+});
