@@ -338,9 +338,10 @@ export class ModelRepository {
     return users;
   }
 
-  /** Ready when every loaded model version is. */
+  /** Ready when a model version is loaded and every loaded one is ready: with none, there is nothing to route to. */
   allReady(): boolean {
-    return this.#loading.size === 0 && this.list().every((model) => model.state === 'ready');
+    const loaded = this.list();
+    return this.#loading.size === 0 && loaded.length > 0 && loaded.every((model) => model.state === 'ready');
   }
 
   /** Triton's repository index: every loaded version and the store's other archives, with their state. */

@@ -382,6 +382,10 @@ async function loadStartupModels(
     pending = waiting.map(({ archive }) => archive);
   }
   if (loaded.size === 0 && failures.length > 0) throw failures[0]?.error;
+  if (loaded.size === 0) {
+    // TorchServe's habit (start on an empty store, register later) works; readiness says there is nothing yet.
+    logger.warn('serving no models: not ready until one is loaded (POST /models on the management API)');
+  }
   return { loaded, failures: failures.map(({ spec, message }) => ({ spec, message })) };
 }
 

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { affine, affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { GATED_CONFIG, GATED_HANDLER, installGate, waitUntil, within } from './handler-gate.js';
@@ -375,4 +376,26 @@ test("a v2 repository load's config sets batch size, queue delay and instance co
   assert.equal(single.status, 400);
   assert.match(single.body.error, /does not batch/);
   assert.equal((await call(`${base}/v2/models/single`)).status, 404, 'the load that was refused left nothing loaded');
+});
+
+test('a server started on an empty model store says so and is not ready until a model is registered', async (t) => {
+  const dir = await tempDir(t);
+  const store = join(dir, 'store');
+  const { mkdir, rename } = await import('node:fs/promises');
+  await mkdir(store);
+  const lines: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => lines.push(line) });
+  const server = await startTestServer(t, { models: ['all'], model_store: store }, logger);
+  assert.ok(
+    lines.some((line) => /serving no models/.test(line)),
+    lines.join(''),
+  );
+  assert.equal((await call(`${server.urls.inference}/v2/health/live`)).status, 200);
+  const before = await call(`${server.urls.inference}/v2/health/ready`);
+  assert.deepEqual([before.status, before.body], [503, { ready: false }]);
+  assert.deepEqual((await call(`${server.urls.inference}/ping`)).body, { status: 'Unhealthy' });
+  await rename(await packAffine(dir), join(store, 'affine.mar'));
+  const registered = await call(`${server.urls.management}/models?url=affine.mar`, { method: 'POST', headers: AUTH });
+  assert.equal(registered.status, 200, JSON.stringify(registered.body));
+  assert.equal((await call(`${server.urls.inference}/v2/health/ready`)).status, 200);
 });
