@@ -100,6 +100,12 @@ export function registerServe(program: Command): void {
     .addOption(flag('--key-file <path>', 'where the generated management token is written (default ./batchserve.key)'))
     .addOption(
       flag(
+        '--auth-mode <mode>',
+        "single (one management token) or torchserve (TorchServe's management, inference and API keys in --key-file, GET /token; default single)",
+      ).choices(['single', 'torchserve']),
+    )
+    .addOption(
+      flag(
         '--state-file <path>',
         'where run-time traffic changes are kept across restarts (default ./batchserve-state.json)',
       ),

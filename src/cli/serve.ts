@@ -34,6 +34,7 @@ export interface ServeCommandOptions {
   startupFormat?: string;
   auth: boolean;
   keyFile?: string;
+  authMode?: 'single' | 'torchserve';
   stateFile?: string;
   predictionLog?: string;
   modelControl?: string;
@@ -131,6 +132,7 @@ async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin)
     ...fileAuth,
     ...(authEnabled === undefined ? {} : { enabled: authEnabled }),
     ...(options.keyFile ? { key_file: options.keyFile } : {}),
+    ...(options.authMode ? { mode: options.authMode } : {}),
   };
   const raw: Record<string, unknown> = { ...fromFile, ...flags, auth };
   // A storageUri naming one archive: that archive is what there is to serve.

@@ -26,7 +26,7 @@ import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
 import type { RouteChoice, StickyHeaders } from '../traffic/version-router.js';
 import { BATCHSERVE_VERSION } from '../version.js';
-import { bearerCheck } from './auth.js';
+import type { KeyRing } from './auth.js';
 import { largestInferMessage } from './grpc-message-limit.js';
 import { loadFromStoreWith, modelChangeOfLoadParameters } from './model-change.js';
 import { grpcError } from './grpc-status.js';
@@ -50,8 +50,8 @@ export interface GrpcApiOptions {
   readonly logs: PredictionLogs;
   /** False while the server drains: readiness fails and new requests get UNAVAILABLE. */
   readonly isAccepting: () => boolean;
-  /** The management token that repository load and unload need; undefined = `--no-auth`. */
-  readonly token: string | undefined;
+  /** The keys: management for repository load and unload; in TorchServe mode, inference for infer. */
+  readonly keys: KeyRing | undefined;
   readonly modelControl: 'explicit' | 'none';
   /** ModelStreamInfer streams open at once; beyond it a new stream is refused. */
   readonly maxStreams: number;
@@ -89,7 +89,7 @@ const UNIMPLEMENTED: Record<string, string> = {
 export class GrpcInferenceApi {
   readonly #options: GrpcApiOptions;
   readonly #streams = new Set<OpenStream>();
-  readonly #checkToken: (authorization: string | undefined) => void;
+
   readonly #types: protobuf.Root;
   /** Looked up once: every ModelInfer message is decoded with it. */
   readonly #inferRequest: protobuf.Type;
@@ -97,7 +97,7 @@ export class GrpcInferenceApi {
 
   constructor(options: GrpcApiOptions) {
     this.#options = options;
-    this.#checkToken = bearerCheck(options.token);
+
     this.#types = inferenceProtocol().types;
     this.#inferRequest = this.#types.lookupType('inference.ModelInferRequest');
   }
@@ -213,6 +213,8 @@ export class GrpcInferenceApi {
     tell: (key: string, value: string) => void,
   ): Promise<object> {
     const { repository, traffic, logs } = this.#options;
+    // TorchServe mode: an infer needs the inference key, as on REST.
+    this.#options.keys?.check('inference', firstString(metadata, 'authorization'));
     let model: LoadedModel | undefined;
     let logged: LoggedRequest | undefined;
     const result = await recordedRun(
@@ -349,7 +351,7 @@ export class GrpcInferenceApi {
         'model control is off on this server (model_control: none); load and unload models through the management API',
       );
     }
-    this.#checkToken(firstString(metadata, 'authorization'));
+    this.#options.keys?.check('management', firstString(metadata, 'authorization'));
   }
 
   /** A message built with the proto's own conversion: enum names to numbers, unknown keys dropped. */

@@ -16,7 +16,7 @@ import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
 import { isTensorMap, type TensorMap } from '../core/tensors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
-import { authenticated } from './auth.js';
+import { authenticated, type KeyRing } from './auth.js';
 import {
   checkDeclaredLength,
   mediaType,
@@ -60,8 +60,8 @@ export interface InferenceApiOptions {
   readonly maxRequestSize: number;
   /** False while the server drains: readiness fails and new requests get 503. */
   readonly isAccepting: () => boolean;
-  /** The management token that load and unload need; undefined = `--no-auth`. */
-  readonly token: string | undefined;
+  /** The keys: the management one for load and unload; in TorchServe mode, the inference one for running models. */
+  readonly keys: KeyRing | undefined;
   readonly modelControl: 'explicit' | 'none';
   /** Called once per request that reached a model version (and once per shadow copy). */
   readonly requestFinished: (outcome: RequestOutcome) => void;
@@ -92,12 +92,11 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
    * is picked again after the body arrives if the one held is no longer ready, so a version
    * that starts draining meanwhile is never used.
    */
-  const modelRoute =
-    (
-      work: (req: IncomingMessage, res: ServerResponse, admitted: Admitted) => Promise<SubmitResult>,
-      bodyAlignedAt: (req: IncomingMessage) => number = () => 0,
-    ): RouteHandler =>
-    async (req, res, params, url) => {
+  const modelRoute = (
+    work: (req: IncomingMessage, res: ServerResponse, admitted: Admitted) => Promise<SubmitResult>,
+    bodyAlignedAt: (req: IncomingMessage) => number = () => 0,
+  ): RouteHandler =>
+    authenticated(options.keys, 'inference', async (req, res, params, url) => {
       let model: LoadedModel | undefined;
       let logged: LoggedRequest | undefined;
       const choice: RouteChoice = { routing: 'explicit', stickyKey: undefined };
@@ -134,7 +133,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
         },
         () => logged,
       );
-    };
+    });
   const choose = ([name, version]: RouteParams, req: IncomingMessage, url: URL, choice: RouteChoice): LoadedModel => {
     if (version === undefined) return traffic.router.route(name as string, req, url, choice);
     choice.routing = 'explicit';
@@ -335,7 +334,7 @@ function modelControl(options: InferenceApiOptions, handle: RouteHandler): Route
       );
     };
   }
-  return authenticated(options.token, handle);
+  return authenticated(options.keys, 'management', handle);
 }
 
 /** A repository load's body: empty, or `{"parameters": {…}}`. */

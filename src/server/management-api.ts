@@ -5,7 +5,7 @@ import { quoted } from '../core/quote.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
-import { authenticated } from './auth.js';
+import { authenticated, type KeyRing } from './auth.js';
 import { downloadArchive } from './download.js';
 import { applyModelChange, checkModelChange, modelChangeOf, nonNegativeInt } from './model-change.js';
 import { sendJson, type Route, type RouteHandler } from './http.js';
@@ -15,7 +15,7 @@ export interface ManagementOptions {
   readonly repository: ModelRepository;
   readonly traffic: TrafficControl;
   /** undefined = no authentication (`--no-auth`). */
-  readonly token: string | undefined;
+  readonly keys: KeyRing | undefined;
   readonly allowedUrls: readonly RegExp[];
   /** Archives loaded at start-up, for `loadedAtStartup`. */
   readonly startupArchives: ReadonlySet<string>;
@@ -129,7 +129,32 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       },
     },
   ];
-  return routes.map((route) => ({ ...route, handle: authenticated(options.token, namesChecked(route.handle)) }));
+  const managed = routes.map((route) => ({
+    ...route,
+    handle: authenticated(options.keys, 'management', namesChecked(route.handle)),
+  }));
+  return [...managed, ...tokenRoutes(options.keys)];
+}
+
+/**
+ * TorchServe's `GET /token?type=management|inference` (TorchServe mode only): with the API
+ * key, a new key of that type, written to the key file; the answer is the file's content.
+ */
+function tokenRoutes(keys: KeyRing | undefined): Route[] {
+  if (!keys?.guards('API')) return [];
+  return [
+    {
+      method: 'GET',
+      path: /^\/token$/,
+      handle: authenticated(keys, 'API', async (_req, res, _params, url) => {
+        const type = url.searchParams.get('type');
+        if (type !== 'management' && type !== 'inference') {
+          throw new UsageError(`token: type must be management or inference, got ${JSON.stringify(type)}`);
+        }
+        sendJson(res, 200, await keys.renew(type));
+      }),
+    },
+  ];
 }
 
 /**

@@ -9,6 +9,7 @@ import { checkDeclaredLength, readBody, requireMediaType, sendJson, type Route, 
 import { chatCall, completionCall, generate, objectBody } from './openai-generation.js';
 import { disconnectSignal, requireReady, type InferenceApiOptions } from './inference-api.js';
 import { recordedRun } from './request-outcome.js';
+import { authenticated } from './auth.js';
 
 /** OpenAI's own limit on the inputs of one embeddings request. */
 const MAX_EMBEDDING_INPUTS = 2048;
@@ -39,12 +40,11 @@ export function openAiRoutes(options: InferenceApiOptions): Route[] {
    * A route whose body names the model: read and checked once, then the version picked like an
    * unversioned request's (traffic splits and canaries apply), then `run`, its outcome recorded.
    */
-  const modelInBody =
-    <Call extends { readonly model: string }>(
-      parse: (body: Buffer) => Call,
-      run: (res: ServerResponse, model: LoadedModel, call: Call, signal: AbortSignal) => Promise<SubmitResult>,
-    ): RouteHandler =>
-    async (req, res, _params, url) => {
+  const modelInBody = <Call extends { readonly model: string }>(
+    parse: (body: Buffer) => Call,
+    run: (res: ServerResponse, model: LoadedModel, call: Call, signal: AbortSignal) => Promise<SubmitResult>,
+  ): RouteHandler =>
+    authenticated(options.keys, 'inference', async (req, res, _params, url) => {
       requireMediaType(req, ['application/json']);
       checkDeclaredLength(req, options.maxRequestSize);
       const call = parse(await readBody(req, options.maxRequestSize));
@@ -63,7 +63,7 @@ export function openAiRoutes(options: InferenceApiOptions): Route[] {
         },
         () => undefined,
       );
-    };
+    });
   return [
     {
       method: 'GET',

@@ -166,9 +166,25 @@ export const serverConfigSchema = {
     },
     auth: {
       kind: 'object',
-      description: 'Bearer-token protection of the management API.',
+      description: 'Bearer-token protection of the management API (and, in TorchServe mode, of inference).',
       fields: {
         enabled: { kind: 'boolean', default: true, description: 'Require `Authorization: Bearer <token>`.' },
+        mode: {
+          kind: 'enum',
+          values: ['single', 'torchserve'],
+          default: 'single',
+          description:
+            "single: one management token. torchserve: TorchServe's three keys (management; inference, which the model-running routes then need; API, for GET /token?type=management|inference on the management port, which issues a new key), written to key_file as TorchServe writes key_file.json.",
+        },
+        key_expiration: {
+          kind: 'duration',
+          default: 3_600_000_000,
+          min: 0,
+          // A year: past it a key that lasts is what 0 says.
+          max: 365 * 24 * 3_600_000_000,
+          description:
+            "torchserve mode: how long a management or inference key lasts (TorchServe's token_expiration_min, 60 minutes); 0: for ever.",
+        },
         token: { kind: 'string', description: 'The token; generated at start when absent.' },
         key_file: {
           kind: 'string',
@@ -242,7 +258,14 @@ export interface ServerConfig {
   readonly log_level: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   readonly startup_format: 'auto' | 'text' | 'json';
   readonly device?: string;
-  readonly auth: { readonly enabled: boolean; readonly token?: string; readonly key_file: string };
+  readonly auth: {
+    readonly enabled: boolean;
+    readonly mode: 'single' | 'torchserve';
+    /** Microseconds; 0 = never. */
+    readonly key_expiration: number;
+    readonly token?: string;
+    readonly key_file: string;
+  };
   readonly model_control: 'explicit' | 'none';
   readonly allowed_urls: readonly string[];
   readonly model_policies?: Readonly<Record<string, ModelPolicy>>;

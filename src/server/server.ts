@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto';
-import { chmod, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,6 +10,7 @@ import { ModelRepository } from '../repository/model-repository.js';
 import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity } from '../repository/store-catalog.js';
 import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
+import { KeyRing } from './auth.js';
 import { withApiDescription } from './api-description.js';
 import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
 import { openAiRoutes } from './openai-api.js';
@@ -46,10 +45,12 @@ export interface BatchServer {
   readonly metrics: ServerMetrics;
   readonly traffic: TrafficControl;
   readonly logger: Logger;
-  /** The management token; undefined with auth disabled. */
+  /** The management token (key) at start; undefined with auth disabled. */
   readonly token: string | undefined;
-  /** Where a generated token was written. */
+  /** Where a generated token (or TorchServe's keys) was written. */
   readonly keyFile: string | undefined;
+  /** Every key the server checks; undefined with auth disabled. */
+  readonly keys: KeyRing | undefined;
   /** Models named at start that did not load; the others serve. */
   readonly startupFailures: readonly StartupFailure[];
   /** This server's own folder under `work_dir`, where archives are extracted; removed at close. */
@@ -110,7 +111,9 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     const stateFile = new RoutingStateFile(resolve(config.state_file));
     const saved = await stateFile.read();
     const { loaded: startupArchives, failures: startupFailures } = await loadStartupModels(config, repository, logger);
-    const { token, keyFile } = await managementToken(config, logger);
+    const keys = await serverKeys(config, logger);
+    const token = keys?.management;
+    const keyFile = keys?.file;
     const control = TrafficControl.open({
       repository,
       metrics,
@@ -164,7 +167,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       traffic: control,
       maxRequestSize: config.max_request_size,
       isAccepting: () => accepting,
-      token,
+      keys,
       modelControl: config.model_control,
       requestFinished: outcomeRecorder(metrics, control, predictionLogs),
       logs: predictionLogs,
@@ -173,7 +176,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     const management = managementRoutes({
       repository,
       traffic: control,
-      token,
+      keys,
       allowedUrls: config.allowed_urls.map((pattern) => new RegExp(pattern)),
       startupArchives,
     });
@@ -207,7 +210,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       traffic: control,
       logs: predictionLogs,
       isAccepting: () => accepting,
-      token,
+      keys,
       modelControl: config.model_control,
       maxStreams: config.grpc_max_streams,
       maxMetadataBytes: config.grpc_max_metadata_size,
@@ -249,6 +252,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       logger,
       token,
       keyFile,
+      keys,
       startupFailures,
       workDir: workFolder.path,
       drain,
@@ -429,20 +433,17 @@ function refuseWritesIntoStore(config: ServerConfig, workRoot: string): void {
   }
 }
 
-async function managementToken(
-  config: ServerConfig,
-  logger: Logger,
-): Promise<{ token: string | undefined; keyFile: string | undefined }> {
+async function serverKeys(config: ServerConfig, logger: Logger): Promise<KeyRing | undefined> {
   if (!config.auth.enabled) {
     logger.warn('management API authentication is disabled (--no-auth): anyone who reaches its port can change models');
-    return { token: undefined, keyFile: undefined };
+    return undefined;
   }
-  if (config.auth.token) return { token: config.auth.token, keyFile: undefined };
-  const token = randomBytes(24).toString('base64url');
-  const keyFile = resolve(config.auth.key_file);
-  await writeFile(keyFile, `${token}\n`, { mode: 0o600 });
-  await chmod(keyFile, 0o600);
-  return { token, keyFile };
+  const file = resolve(config.auth.key_file);
+  if (config.auth.mode === 'torchserve') {
+    const expiration = config.auth.key_expiration;
+    return KeyRing.torchserve(file, expiration > 0 ? expiration / 1000 : undefined);
+  }
+  return KeyRing.single(config.auth.token, file);
 }
 
 function closeServer(server: Server): Promise<void> {

@@ -16,12 +16,14 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig): s
   const auth =
     server.token === undefined
       ? 'NO AUTH'
-      : server.keyFile
-        ? `bearer token in ${server.keyFile}`
-        : 'bearer token from config';
+      : server.keys?.mode === 'torchserve'
+        ? `TorchServe's management, inference and API keys in ${server.keyFile}`
+        : server.keyFile
+          ? `bearer token in ${server.keyFile}`
+          : 'bearer token from config';
   const lines = [
     `batchserve ${BATCHSERVE_VERSION} serving on ${config.host}`,
-    `  inference   ${urls.inference}   KServe v2 /v2/…, TorchServe /predictions/…`,
+    `  inference   ${urls.inference}   KServe v2 /v2/…, TorchServe /predictions/…, OpenAI /v1/…${server.keys?.guards('inference') ? ' (the inference key)' : ''}`,
     `  management  ${urls.management}   /models (${auth})`,
     `  metrics     ${urls.metrics}/metrics`,
     `  grpc        ${urls.grpc}   KServe v2 / Triton inference.GRPCInferenceService, health, reflection`,
@@ -48,7 +50,14 @@ export function renderStartupLine(server: BatchServer, config: ServerConfig, now
     host: config.host,
     // As the text block prints them: the metrics URL is the scrape URL.
     urls: { ...server.urls, metrics: `${server.urls.metrics}/metrics` },
-    auth: server.token === undefined ? 'none' : server.keyFile ? 'key_file' : 'config',
+    auth:
+      server.token === undefined
+        ? 'none'
+        : server.keys?.mode === 'torchserve'
+          ? 'torchserve'
+          : server.keyFile
+            ? 'key_file'
+            : 'config',
     ...(server.keyFile ? { keyFile: server.keyFile } : {}),
     workDir: server.workDir,
     ...(config.prediction_log === undefined ? {} : { predictionLog: resolve(config.prediction_log) }),
