@@ -100,9 +100,15 @@ export function registerServe(program: Command): void {
     .addOption(flag('--key-file <path>', 'where the generated management token is written (default ./batchserve.key)'))
     .addOption(
       flag(
+        '--ts-config <file>',
+        "TorchServe's config.properties: its addresses, model_store, load_models, max_request_size and token keys, under --config and the flags; other keys are named at start",
+      ),
+    )
+    .addOption(
+      flag(
         '--auth-mode <mode>',
         "single (one management token) or torchserve (TorchServe's management, inference and API keys in --key-file, GET /token; default single)",
-      ).choices(['single', 'torchserve']),
+      ),
     )
     .addOption(
       flag(

@@ -1,5 +1,7 @@
-import { UsageError } from '../core/errors.js';
+import { readFile } from 'node:fs/promises';
+import { InputFileError, UsageError } from '../core/errors.js';
 import { readConfigFile } from '../config/load.js';
+import { parseProperties, serverConfigOfProperties, type PropertiesReading } from '../config/torchserve-properties.js';
 import { isSingleArchiveStore } from '../repository/store-catalog.js';
 import { validateServerConfig, type ServerConfig } from '../server/server-config.js';
 import { startServer } from '../server/server.js';
@@ -35,6 +37,7 @@ export interface ServeCommandOptions {
   auth: boolean;
   keyFile?: string;
   authMode?: 'single' | 'torchserve';
+  tsConfig?: string;
   stateFile?: string;
   predictionLog?: string;
   modelControl?: string;
@@ -53,13 +56,15 @@ const fromFlags: OptionOrigin = (key) => ({
 
 /** Runs until SIGTERM/SIGINT, then drains; resolves with the exit code. */
 export async function runServe(options: ServeCommandOptions, origin: OptionOrigin = fromFlags): Promise<number> {
-  const config = await resolveConfig(options, origin);
+  const { config, propertyWarnings } = await resolveConfig(options, origin);
   if (config.models.length === 0) {
     throw new UsageError(
       'nothing to serve: pass --models name=path.mar, or --model-store DIR --models all (a model store that is one archive needs no --models)',
     );
   }
   const server = await startServer({ config });
+  for (const warning of propertyWarnings)
+    server.logger.warn({ file: options.tsConfig }, `config.properties: ${warning}`);
   // Listening before the block is printed: whoever reads it may signal at once.
   const stopped = new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
@@ -81,7 +86,10 @@ export async function runServe(options: ServeCommandOptions, origin: OptionOrigi
 }
 
 /** Flags (and the variables commander read for them) over server.yaml over the defaults. */
-async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin): Promise<ServerConfig> {
+async function resolveConfig(
+  options: ServeCommandOptions,
+  origin: OptionOrigin,
+): Promise<{ config: ServerConfig; propertyWarnings: string[] }> {
   const name = (key: keyof ServeCommandOptions): string => origin(key).name;
   for (const key of Object.keys(options) as (keyof ServeCommandOptions)[]) {
     const { name: variable, fromEnv } = origin(key);
@@ -89,7 +97,12 @@ async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin)
       throw new UsageError(`${variable} is set but empty: give it a value or unset it`);
     }
   }
-  const fromFile = (options.config ? await readConfigFile(options.config) : {}) as Record<string, unknown>;
+  // TorchServe's config.properties (--ts-config) under server.yaml, under the flags.
+  const properties = options.tsConfig ? await readTorchServeProperties(options.tsConfig) : undefined;
+  const fromFile = {
+    ...properties?.config,
+    ...((options.config ? await readConfigFile(options.config) : {}) as Record<string, unknown>),
+  };
   const flags: Record<string, unknown> = {};
   const integer = (key: keyof ServeCommandOptions, value: string): number => integerOption(value, name(key));
   const duration = (key: keyof ServeCommandOptions, value: string): number => durationOption(value, name(key));
@@ -126,7 +139,7 @@ async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin)
   if (options.stateFile) flags.state_file = options.stateFile;
   if (options.predictionLog) flags.prediction_log = options.predictionLog;
   if (options.modelControl) flags.model_control = options.modelControl;
-  const fileAuth = (fromFile.auth ?? {}) as Record<string, unknown>;
+  const fileAuth = { ...(properties?.config.auth as object), ...(fromFile.auth ?? {}) } as Record<string, unknown>;
   const authEnabled = options.auth ? authFromEnv() : false;
   const auth = {
     ...fileAuth,
@@ -144,7 +157,20 @@ async function resolveConfig(options: ServeCommandOptions, origin: OptionOrigin)
   ) {
     raw.models = ['all'];
   }
-  return validateServerConfig(raw, options.config ?? 'command line');
+  return {
+    config: validateServerConfig(raw, options.config ?? options.tsConfig ?? 'command line'),
+    propertyWarnings: properties?.warnings ?? [],
+  };
+}
+
+async function readTorchServeProperties(file: string): Promise<PropertiesReading> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new InputFileError(`--ts-config ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+  }
+  return serverConfigOfProperties(parseProperties(text));
 }
 
 /** `BATCHSERVE_AUTH=false` is `--no-auth`; `true` (or unset) leaves it to the file and the default. */

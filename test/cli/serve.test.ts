@@ -280,3 +280,33 @@ test('SIGTERM with open gRPC streams: admitted requests are answered, streams en
   const after = await grpc.call('ModelInfer', request(4, 'late'));
   assert.equal(after.error?.code, 14, 'UNAVAILABLE: nothing listens any more');
 });
+
+test("serve --ts-config reads TorchServe's config.properties: model_store and load_models load, keys done elsewhere are named at start", async (t) => {
+  const dir = await tempDir(t);
+  await packAffine(dir);
+  const properties = join(dir, 'config.properties');
+  const { writeFile } = await import('node:fs/promises');
+  await writeFile(
+    properties,
+    [
+      '# TorchServe settings',
+      'inference_address=http://127.0.0.1:8080',
+      'model_store=' + join(dir, 'store'),
+      'load_models=affine.mar',
+      'job_queue_size=100',
+      'enable_envvars_config=true',
+      '',
+    ].join('\n'),
+  );
+  // The ports are the flags' (0): flags win over the file.
+  const served = await serve(['--ts-config', properties, '--key-file', join(dir, 'key'), '--log-level', 'warn']);
+  t.after(() => served.child.kill('SIGKILL'));
+  const answer = await call(`${served.urls.inference}/v2/models/affine/infer`, { body: affineRequest([[1, 2, 3, 4]]) });
+  assert.deepEqual(answer.body.outputs[0].data, affine([[1, 2, 3, 4]]));
+  await waitUntil(() => /enable_envvars_config/.test(served.stderr()), 'the unused key is named');
+  assert.match(
+    served.stderr(),
+    /config.properties: job_queue_size is not read: it is each archive's dynamic_batching.max_queue_size/,
+  );
+  assert.match(served.stderr(), /config.properties: enable_envvars_config is not used by batchserve/);
+});
