@@ -97,14 +97,11 @@ export function paddedBatch(
     }
   });
   const dims = [rows.length, width];
-  const byName: Record<string, BigInt64Array> = {
-    input_ids: ids,
-    attention_mask: mask,
-    token_type_ids: new BigInt64Array(rows.length * width),
-  };
   const feeds: TensorMap = {};
   for (const input of inputs) {
-    const data = byName[input.name] as BigInt64Array;
+    // token_type_ids: one segment, all zeros (checkTextInputs allows no other names).
+    const data =
+      input.name === 'input_ids' ? ids : input.name === 'attention_mask' ? mask : new BigInt64Array(ids.length);
     feeds[input.name] =
       input.datatype === 'INT32'
         ? new ort.Tensor('int32', Int32Array.from(data, Number), dims)

@@ -100,7 +100,11 @@ export function decoderLayout(inputs: readonly TensorSpec[], outputs: readonly T
 
 function integers(type: 'int64' | 'int32', values: ArrayLike<number>, dims: number[]): ort.Tensor {
   return type === 'int64'
-    ? new ort.Tensor('int64', BigInt64Array.from(Array.from(values), BigInt), dims)
+    ? new ort.Tensor(
+        'int64',
+        BigInt64Array.from(values, (value) => BigInt(value)),
+        dims,
+      )
     : new ort.Tensor('int32', Int32Array.from(values), dims);
 }
 

@@ -48,6 +48,8 @@ interface Sequence {
   readonly random: () => number;
   /** Its prompt plus max_tokens: what it may come to hold in the cache. */
   readonly reserved: number;
+  /** The length of its longest stop string: how much new text is held back until it can't start one. */
+  readonly longestStop: number;
   readonly startedAt: number;
   readonly ids: number[];
   cache: SequenceCache;
@@ -132,6 +134,7 @@ export class Generator {
         request,
         random: mulberry32(request.seed ?? Math.floor(Math.random() * 2 ** 32)),
         reserved,
+        longestStop: request.stop.reduce((most, stop) => Math.max(most, stop.length), 0),
         startedAt: performance.now(),
         ids: [],
         cache: EMPTY_CACHE(this.layout.layers.length),
@@ -294,8 +297,7 @@ export class Generator {
   /** Sends what no stop string can still claim (and no half a character), or everything at the end. */
   #emit(sequence: Sequence, final: boolean): void {
     const { text } = sequence;
-    const longestStop = sequence.request.stop.reduce((most, stop) => Math.max(most, stop.length), 0);
-    let end = final ? text.length : Math.max(text.length - Math.max(longestStop - 1, 0), 0);
+    let end = final ? text.length : Math.max(text.length - Math.max(sequence.longestStop - 1, 0), 0);
     if (!final && text.charCodeAt(end - 1) === 0xfffd) end -= 1;
     if (end > sequence.emitted) {
       sequence.request.onText?.(text.slice(sequence.emitted, end));

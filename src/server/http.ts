@@ -255,23 +255,19 @@ export function sendJson(
   res.end(text);
 }
 
+const OPENAI_ERROR_TYPES: Readonly<Record<number, string>> = {
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  429: 'rate_limit_error',
+};
+
 /**
  * OpenAI's error object (what its clients read), for the /v1 routes; the stable code is both
  * the object's and, as on every other route, the body's.
  */
 function openAiError(message: string, status: number, code: string | undefined): Record<string, unknown> {
-  const type =
-    status === 401
-      ? 'authentication_error'
-      : status === 403
-        ? 'permission_error'
-        : status === 404
-          ? 'not_found_error'
-          : status === 429
-            ? 'rate_limit_error'
-            : status < 500
-              ? 'invalid_request_error'
-              : 'api_error';
+  const type = OPENAI_ERROR_TYPES[status] ?? (status < 500 ? 'invalid_request_error' : 'api_error');
   return { error: { message, type, param: null, code: code ?? null }, ...(code !== undefined ? { code } : {}) };
 }
 
