@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEMO_MODEL_PATH } from '../dist/src/runtime/demo-model.js';
 
+export { DEMO_MODEL_PATH };
+
 export const DEMO_EXAMPLES = fileURLToPath(new URL('../examples/orientation/', import.meta.url));
 
 /** `batchserve` arguments that pack `<exportPath>/orientation.mar`. */

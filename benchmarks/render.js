@@ -366,7 +366,34 @@ export const embeddings = {
   },
 };
 
+export const predict = {
+  render(result) {
+    const { settings, inProcess, plainLoop, served, rss, rssGrowth, inputs, verdicts } = result;
+    const list = (values, digits) => values.map((value) => fixed(value, digits)).join(', ');
+    const [fewer, more] = settings.rows;
+    return [
+      ...environmentLines(result),
+      `batch ${settings.batchSize}, model on one thread (intra_op_threads and inter_op_threads 1) unless "stock threads"; ${settings.rounds} rounds`,
+      `plain onnxruntime loop (benchmarks/ort-loop.js), before and after predict in each round: ` +
+        `${plainLoop.rounds.map(({ before, after }) => `${fixed(before, 0)}/${fixed(after, 0)}`).join(', ')} items/s; ` +
+        `control (after ÷ before) ${list(plainLoop.controlRatios, 3)}`,
+      `bench --in-process, median of ${settings.rounds}: ${fixed(inProcess.itemsPerSecond, 0)} items/s (${list(inProcess.rounds, 0)}); stock threads ${fixed(inProcess.stockThreads, 0)}`,
+      `served best (v2-binary), from bench:served's own run of ${served.date.slice(0, 10)}${served.cpu ? ` on ${served.cpu}` : ''}, not this one: ` +
+        `${fixed(served.itemsPerSecond, 0)} items/s at B=${served.batchSize}`,
+      `npy, ${fewer} rows, each round ÷ the loop around it: ${list(plainLoop.npyRatios, 3)}`,
+      ...inputs.map(
+        (run) =>
+          `${run.input.padEnd(6)} (${run.handler}, ${run.rows} rows): ${fixed(run.rowsPerSecond, 0)} rows/s, ` +
+          `÷ plain loop ${fixed(run.vsPlainLoop, 2)}, ÷ in-process ${fixed(run.vsInProcess, 2)}, ÷ served ${fixed(run.vsServed, 2)}`,
+      ),
+      `peak RSS ${fixed(rss[0].peakRssMiB, 0)} MiB for ${fewer} rows, ${fixed(rss[1].peakRssMiB, 0)} MiB for ${more}: growth ${fixed(rssGrowth * 100, 1)} %`,
+      ...verdicts.map((verdict) => `${metOrMissed(verdict.met)}: ${verdict.label}`),
+    ].join('\n');
+  },
+};
+
 export const renderers = {
+  predict: (result) => predict.render(result),
   embeddings: (result) => embeddings.render(result),
   generation: (result) => generation.render(result),
   'ocr-pipeline': (result) => ocrPipeline.render(result),
