@@ -11,14 +11,25 @@ function environmentLines(result, { onnxruntimeLoaded = true } = {}) {
     result.source === 'run'
       ? `run ${result.date.slice(0, 16).replace('T', ' ')} UTC${result.quick ? ' with --quick: its shortest settings, rougher figures' : ''}`
       : `${result.source} (figures of ${result.date.slice(0, 10)} or earlier)`;
+  // One line: the page carries a dozen of these blocks.
   return [
-    `machine: ${env.cpu} × ${env.cpus}${system ? `, ${system}` : ''}${load}`,
-    `node ${env.node}, onnxruntime-node ${env.onnxruntime}${onnxruntimeLoaded ? '' : ' (not loaded)'}`,
-    provenance,
+    `${env.cpu} × ${env.cpus}${system ? `, ${system}` : ''}${load}; node ${env.node}, onnxruntime-node ${env.onnxruntime}` +
+      `${onnxruntimeLoaded ? '' : ' (not loaded)'}; ${provenance}`,
   ];
 }
 
 const fixed = (value, digits) => value.toFixed(digits);
+
+/** Items joined with "; " in lines of at most `width` characters, each line indented. */
+function wrapped(items, width = 110) {
+  const lines = [];
+  for (const item of items) {
+    const last = lines.length - 1;
+    if (last >= 0 && lines[last].length + item.length + 2 <= width) lines[last] += `; ${item}`;
+    else lines.push(`  ${item}`);
+  }
+  return lines;
+}
 const metOrMissed = (met) => (met ? 'met' : 'MISSED');
 
 export const clientThroughput = {
@@ -71,14 +82,11 @@ export const eventLoopStall = {
     ].join('\n');
   },
   mode({ thread, alone, loaded, ratio, loopDelay }, { imageClients, image }) {
-    const row = (label, p50, p99) => `  ${label.padEnd(40)}${p50.padStart(9)}${p99.padStart(9)}`;
+    const latency = ({ p50, p99 }) => `p50 ${fixed(p50, 3)} ms, p99 ${fixed(p99, 3)} ms`;
     return [
-      `\nruntime.thread: ${thread} — tiny model latency at concurrency 1`,
-      row('', 'p50 ms', 'p99 ms'),
-      row('alone', fixed(alone.p50, 3), fixed(alone.p99, 3)),
-      row(`while ${imageClients} clients send ${image} PNGs`, fixed(loaded.p50, 3), fixed(loaded.p99, 3)),
-      row('ratio loaded / alone', fixed(ratio.p50, 1), fixed(ratio.p99, 1)),
-      `  event-loop delay under image load: p99 ${fixed(loopDelay.p99, 1)} ms, max ${fixed(loopDelay.max, 1)} ms`,
+      `runtime.thread: ${thread}: alone ${latency(alone)}; while ${imageClients} clients send ${image} PNGs ${latency(loaded)}`,
+      `  loaded ÷ alone: p50 ${fixed(ratio.p50, 1)}×, p99 ${fixed(ratio.p99, 1)}×; ` +
+        `event-loop delay under image load: p99 ${fixed(loopDelay.p99, 1)} ms, max ${fixed(loopDelay.max, 1)} ms`,
     ].join('\n');
   },
   render(result) {
@@ -154,13 +162,11 @@ export const overload = {
         `\n${served.protocol}: peak goodput ${fixed(served.peakGoodput, 0)} req/s, saturation at concurrency ${served.saturation}`,
         '  concurrency  goodput/s   503/s  2xx p50 ms  2xx p99 ms  503 p50 ms  503 p99 ms  client CPU',
         ...served.search.map(row),
-        `  overloaded, ${settings.overloadFactor} × ${served.saturation}:`,
-        row(overloaded),
-        `  ${fixed(overloaded.rejectedShare * 100, 0)}% of the answers at concurrency ${overloaded.concurrency} were 503` +
+        `${row(overloaded)}  ← overloaded, ${settings.overloadFactor} × ${served.saturation}`,
+        `  ${fixed(overloaded.rejectedShare * 100, 0)}% of the answers there were 503` +
           (errors.length > 0 ? `, errors: ${errors.join(', ')}` : ''),
-        `  goodput ÷ peak goodput    ${fixed(served.goodputRatio, 3)}  (${verdict('goodput')})`,
-        `  503 p99 latency           ${served.rejectP99Ms === null ? 'no 503s' : `${fixed(served.rejectP99Ms, 2)} ms`}  ` +
-          `(${verdict('reject-p99')})`,
+        `  goodput ÷ peak goodput ${fixed(served.goodputRatio, 3)} (${verdict('goodput')}); ` +
+          `503 p99 latency ${served.rejectP99Ms === null ? 'no 503s' : `${fixed(served.rejectP99Ms, 2)} ms`} (${verdict('reject-p99')})`,
       );
     }
     return lines.join('\n');
@@ -229,6 +235,10 @@ export const grpcVsRest = {
 const ratioList = (values) => values.map((value) => fixed(value, 2)).join(', ');
 
 export const ocrPipeline = {
+  /** The page's block: the rounds' ratios stay in the summary, their lines in the script's output. */
+  page(result) {
+    return ocrPipeline.render({ ...result, rounds: [] });
+  },
   render(result) {
     const { settings, rounds, medians, linesPerImage } = result;
     const reads = (run) => `${run.correct}/${run.images} read exactly`;
@@ -293,8 +303,8 @@ export const accelerator = {
       '',
       `floor (bare node:http waiting T(1)) at K=1: p50 ${fixed(result.floor.p50Ms, 2)} ms, adds ${fixed(floorAdded, 2)} ms`,
       `aims met: ${result.verdicts.filter(({ met }) => met).length} of ${result.verdicts.length}` +
-        (missed.length === 0 ? '' : '; missed:'),
-      ...missed.map(({ label }) => `MISSED ${label}`),
+        (missed.length === 0 ? '' : `; MISSED ${missed.length}:`),
+      ...wrapped(missed.map(({ label }) => label)),
     ].join('\n');
   },
   render(result) {
@@ -396,7 +406,7 @@ export const renderers = {
   predict: (result) => predict.render(result),
   embeddings: (result) => embeddings.render(result),
   generation: (result) => generation.render(result),
-  'ocr-pipeline': (result) => ocrPipeline.render(result),
+  'ocr-pipeline': (result) => ocrPipeline.page(result),
   accelerator: (result) => accelerator.render(result),
   'client-throughput': (result) => clientThroughput.render(result),
   'event-loop-stall': (result) => eventLoopStall.render(result),

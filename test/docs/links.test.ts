@@ -73,3 +73,12 @@ test('GitHub anchors: punctuation dropped, spaces as hyphens, code marks removed
   assert.equal(anchorOf('Devices and `doctor`'), 'devices-and-doctor');
   assert.equal(anchorOf("The server's heap"), 'the-servers-heap');
 });
+
+test('the README and the benchmarks page stay within the lengths a newcomer reads (#35)', () => {
+  const lines = (page: string): number => readFileSync(join(REPO, page), 'utf8').split('\n').length - 1;
+  assert.ok(lines('README.md') <= 300, `README.md has ${lines('README.md')} lines; move an area to docs/`);
+  assert.ok(
+    lines('docs/benchmarks.md') <= 400,
+    `docs/benchmarks.md has ${lines('docs/benchmarks.md')} lines: figures and a short paragraph each`,
+  );
+});
