@@ -22,6 +22,7 @@ import { reconcileWithModel } from '../runtime/reconcile.js';
 import { readModelSignature } from '../runtime/session.js';
 import { decoderLayout } from '../runtime/decoder-step.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
+import { checkImageClassifierInput } from '../handlers/image-input.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import { checkTextInputs, loadTokenizer } from '../handlers/text-tokens.js';
 import { loadChatTemplate } from '../handlers/chat-template.js';
@@ -166,6 +167,7 @@ export async function packArchive(options: PackOptions): Promise<PackResult> {
   if (handler === 'text-embedding' || handler === 'text-classifier' || handler === 'text-generation') {
     await checkTextHandler(handler, config, planned, configSource);
   }
+  if (handler === 'image-classifier') checkImageClassifierInput(config);
 
   const files = await hashEntries(planned, report);
   const manifest: ArchiveManifest = {

@@ -1,6 +1,7 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
 import { modelConfigSchema, type ImageClassifierOptions } from '../config/model-config.js';
+import { checkImageClassifierInput } from './image-input.js';
 import { validateField } from '../config/schema-kit.js';
 import type { TensorMap, TensorSpec } from '../core/tensors.js';
 import { decodeImage, imageToRow, type ImageGeometry } from './image.js';
@@ -18,6 +19,7 @@ export interface Classification {
  * and get tensors back.
  */
 export const imageClassifierHandler: Handler = {
+  initialize: ({ config }) => checkImageClassifierInput(config),
   preprocess(requests, context) {
     const input = imageInput(context);
     const options = imageOptions(context);

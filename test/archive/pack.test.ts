@@ -204,9 +204,23 @@ test('handlers: only known hooks, importable, TypeScript compiled on import', as
   );
   const packed = await packArchive({ ...options, handler: typescript });
   assert.equal(packed.manifest.model.handler, 'typed.ts');
-  const builtin = await packArchive({ ...options, handler: 'image-classifier', force: true });
-  assert.equal(builtin.manifest.model.handler, 'image-classifier');
+  const builtin = await packArchive({ ...options, handler: 'tensor', force: true });
+  assert.equal(builtin.manifest.model.handler, 'tensor');
   assert.ok(!builtin.manifest.files.some((file) => file.path.endsWith('.js')), 'built-ins are not copied in');
+});
+
+test('the image-classifier handler is refused at pack for a model it cannot resize images into, until the config fixes the size', async (t) => {
+  const dir = await tempDir(t);
+  const { tinyImageClassifier } = await import('../fixtures/onnx-models.js');
+  const model = await writeModel(dir, 'image.onnx', tinyImageClassifier('height', 'width'));
+  const options = { modelName: 'image', serializedFile: model, handler: 'image-classifier', exportPath: dir };
+  assert.equal(await codeOf(packArchive(options)), 'BS_ERR_HANDLER_INVALID');
+  assert.deepEqual(await readdir(dir), ['image.onnx'], 'no archive written');
+  const affine = await writeModel(dir, 'affine.onnx', affineModel([4]));
+  assert.equal(await codeOf(packArchive({ ...options, serializedFile: affine })), 'BS_ERR_HANDLER_INVALID');
+  await writeFile(join(dir, 'sized.yaml'), 'inputs:\n  - { name: input, datatype: FP32, shape: [-1, 3, 32, 32] }\n');
+  const packed = await packArchive({ ...options, configFile: join(dir, 'sized.yaml') });
+  assert.deepEqual(packed.config.inputs[0]?.shape, [-1, 3, 32, 32]);
 });
 
 test('a real model whose constant weights compress hundreds to one is not mistaken for a zip bomb', async (t) => {

@@ -124,6 +124,39 @@ test('image classifier: known scores and labels on a tiny model (PNG and JPEG)',
   });
 });
 
+test('image classifier over a model of any image size: refused at load until the config fixes one, then it classifies', async () => {
+  const dynamic = tinyImageClassifier('height', 'width');
+  const open = await contextFor(dynamic, validateModelConfig({}, 'c'));
+  assert.throws(
+    () => imageClassifierHandler.initialize?.(open),
+    (error: BatchserveError) =>
+      error.code === 'BS_ERR_HANDLER_INVALID' &&
+      /needs fixed channels, height and width .* "input" is \[-1, 3, -1, -1\] \(NCHW\): give them in model-config.yaml/.test(
+        error.message,
+      ),
+  );
+  const fixed = validateModelConfig(
+    {
+      inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 3, 6, 6] }],
+      image_classifier: { mean: [0, 0, 0], std: [1, 1, 1] },
+    },
+    'c',
+  );
+  const context = await contextFor(dynamic, fixed, ['red', 'not-red']);
+  await imageClassifierHandler.initialize?.(context);
+  const [answer] = (await runBatch(
+    imageClassifierHandler,
+    [{ body: png(12, 3, () => [255, 0, 0]) }],
+    context,
+  )) as Classification[][];
+  assert.equal(answer?.[0]?.label, 'red');
+  const flat = await contextFor(affineModel([4]), validateModelConfig({}, 'c'));
+  assert.throws(
+    () => imageClassifierHandler.initialize?.(flat),
+    /needs one FP32 input of rank 4 .* takes x FP32 \[-1, 4\]/,
+  );
+});
+
 test('image classifier on the demo model: a batch equals each image alone, labels from the labels file', async () => {
   const config = await readModelConfigFile(
     new URL('../../../examples/orientation/model-config.yaml', import.meta.url).pathname,
