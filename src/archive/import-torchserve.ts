@@ -62,7 +62,8 @@ export async function importTorchServeArchive(options: ImportOptions): Promise<I
     const differences: string[] = [];
     const handler = replacementHandler(model, options.handler, differences, source);
     const carried = new Set([MANIFEST_PATH, serializedFile]);
-    const configFile = await importedConfig(source, model, options.configFile, work, differences);
+    const labels = options.configFile === undefined ? await labelsOfIndexToName(source, differences) : undefined;
+    const configFile = await importedConfig(source, model, options.configFile, work, differences, labels);
     if (model.configFile !== undefined) carried.add(model.configFile);
     for (const [key, what] of [
       ['modelFile', 'its model definition'],
@@ -86,8 +87,14 @@ export async function importTorchServeArchive(options: ImportOptions): Promise<I
       await mkdir(dirname(target), { recursive: true });
       await writeFile(target, await requireEntry(source, entry.path));
     }
+    if (labels !== undefined) await writeFile(join(work, 'files', LABELS_FILE), labels.join('\n') + '\n');
     // Each top-level name once: pack stores a folder under its own name, as TorchServe did.
-    const topLevel = [...new Set(extras.map((entry) => entry.path.split('/')[0] as string))];
+    const topLevel = [
+      ...new Set([
+        ...extras.map((entry) => entry.path.split('/')[0] as string),
+        ...(labels !== undefined ? [LABELS_FILE] : []),
+      ]),
+    ];
     const pack = await packArchive({
       modelName: options.modelName ?? model.modelName,
       version: model.modelVersion ?? '1.0',
@@ -172,6 +179,7 @@ async function importedConfig(
   chosen: string | undefined,
   work: string,
   differences: string[],
+  labels: readonly string[] | undefined,
 ): Promise<string | undefined> {
   if (chosen !== undefined) {
     if (model.configFile !== undefined) {
@@ -179,18 +187,30 @@ async function importedConfig(
     }
     return chosen;
   }
-  if (model.configFile === undefined) return undefined;
-  const text = (await requireEntry(source, model.configFile)).toString('utf8');
+  const config: Record<string, unknown> =
+    model.configFile === undefined ? {} : await mappedConfig(source, model.configFile, differences);
+  if (labels !== undefined) config.labels_file = LABELS_FILE;
+  if (Object.keys(config).length === 0) return undefined;
+  const path = join(work, 'model-config.yaml');
+  await writeFile(path, stringifyYaml(config));
+  return path;
+}
+
+/** TorchServe's config keys that batchserve has, as batchserve config values. */
+async function mappedConfig(
+  source: ArchiveSource,
+  configFile: string,
+  differences: string[],
+): Promise<Record<string, unknown>> {
+  const text = (await requireEntry(source, configFile)).toString('utf8');
   let raw: unknown;
   try {
     raw = parseYaml(text);
   } catch (error) {
-    throw new TorchServeArchiveError(
-      `${source.location}: ${model.configFile} is not YAML (${(error as Error).message})`,
-    );
+    throw new TorchServeArchiveError(`${source.location}: ${configFile} is not YAML (${(error as Error).message})`);
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-    throw new TorchServeArchiveError(`${source.location}: ${model.configFile}: expected a mapping of keys`);
+    throw new TorchServeArchiveError(`${source.location}: ${configFile}: expected a mapping of keys`);
   }
   const config: Record<string, unknown> = {};
   const ignored: string[] = [];
@@ -208,11 +228,52 @@ async function importedConfig(
   }
   if (ignored.length > 0) {
     differences.push(
-      `${model.configFile}: ${ignored.map((key) => quoted(key)).join(', ')} not carried (batchserve takes batchSize, maxBatchDelay, minWorkers, jobQueueSize and clientTimeoutInMills as whole numbers)`,
+      `${configFile}: ${ignored.map((key) => quoted(key)).join(', ')} not carried (batchserve takes batchSize, maxBatchDelay, minWorkers, jobQueueSize and clientTimeoutInMills as whole numbers)`,
     );
   }
-  if (Object.keys(config).length === 0) return undefined;
-  const path = join(work, 'model-config.yaml');
-  await writeFile(path, stringifyYaml(config));
-  return path;
+  return config;
+}
+
+/** Where the labels of an index_to_name.json go, one a line: the config's labels_file. */
+const LABELS_FILE = 'index_to_name.txt';
+
+/**
+ * TorchServe's classifier handlers name classes from index_to_name.json, `{"0": "tench"}` or
+ * `{"0": ["n01440764", "tench"]}` (the last string is the name, as TorchServe's
+ * map_class_to_label reads it); batchserve's labels_file is those names in index order.
+ * Undefined when the archive has none, or already holds a file of that name.
+ */
+async function labelsOfIndexToName(source: ArchiveSource, differences: string[]): Promise<string[] | undefined> {
+  const mapping = 'index_to_name.json';
+  if (source.entry(mapping) === undefined) return undefined;
+  if (source.entry(LABELS_FILE) !== undefined) {
+    differences.push(`${mapping} is not turned into labels: the archive already holds ${LABELS_FILE}`);
+    return undefined;
+  }
+  const fail = (why: string): never => {
+    throw new TorchServeArchiveError(`${source.location}: ${mapping} ${why}`);
+  };
+  let raw: unknown;
+  try {
+    raw = JSON.parse((await requireEntry(source, mapping)).toString('utf8'));
+  } catch (error) {
+    return fail(`is not JSON (${(error as Error).message})`);
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    return fail('is not an object of class indices, {"0": "name", …}');
+  }
+  const entries = raw as Record<string, unknown>;
+  const count = Object.keys(entries).length;
+  const labels = Array.from({ length: count }, (_, index) => {
+    const value = entries[String(index)];
+    const name: unknown = Array.isArray(value) ? (value as unknown[])[value.length - 1] : value;
+    if (typeof name !== 'string' || /[\r\n]/.test(name)) {
+      return fail(
+        `has no name for class ${index} (keys must be the indices 0 to ${count - 1}, each a name or a list ending with one)`,
+      );
+    }
+    return name;
+  });
+  differences.push(`${mapping}'s ${count} class names written to ${LABELS_FILE}, the config's labels_file`);
+  return labels;
 }

@@ -64,7 +64,7 @@ test('a torch-model-archiver .mar with an ONNX model: import packs it with its c
       [
         ONNX,
         { name: 'model-config.yaml', data: TORCHSERVE_CONFIG },
-        { name: 'index_to_name.json', data: '{"0": "cat"}' },
+        { name: 'index_to_name.json', data: '{"0": ["n02123045", "cat"], "1": "dog", "2": "owl", "3": "fox"}' },
         { name: 'assets/vocab.txt', data: 'a\nb\n' },
       ],
     ),
@@ -84,8 +84,14 @@ test('a torch-model-archiver .mar with an ONNX model: import packs it with its c
     'affine.onnx',
     'assets/vocab.txt',
     'index_to_name.json',
+    'index_to_name.txt',
     'model-config.yaml',
   ]);
+  assert.equal(pack.config.labels_file, 'index_to_name.txt');
+  assert.ok(
+    differences.some((line) => /index_to_name.json's 4 class names written to index_to_name.txt/.test(line)),
+    differences.join('\n'),
+  );
   assert.ok(
     differences.some((line) => /built-in "image_classifier" handler is not run/.test(line)),
     differences.join('\n'),
@@ -105,6 +111,37 @@ test('a torch-model-archiver .mar with an ONNX model: import packs it with its c
   });
   assert.equal(answer.status, 200, JSON.stringify(answer.body));
   assert.deepEqual(answer.body.outputs[0].data, affine([[1, 2, 3, 4]]));
+  // TorchServe's class names label the classification extension's answer.
+  const scores = affine([[1, 2, 3, 4]]);
+  const best = scores.indexOf(Math.max(...scores));
+  const classified = await call(`${server.urls.inference}/v2/models/affine/infer`, {
+    body: affineRequest([[1, 2, 3, 4]], { outputs: [{ name: 'y', parameters: { classification: 1 } }] }),
+  });
+  assert.deepEqual(classified.body.outputs[0].data, [
+    `${scores[best]?.toFixed(6)}:${best}:${['cat', 'dog', 'owl', 'fox'][best]}`,
+  ]);
+});
+
+test('import refuses an index_to_name.json it cannot read as class names, in one line', async (t) => {
+  for (const [data, why] of [
+    ['{"0": "cat"', /index_to_name.json is not JSON/],
+    ['["cat", "dog"]', /index_to_name.json is not an object of class indices/],
+    ['{"0": "cat", "2": "owl"}', /index_to_name.json has no name for class 1 \(keys must be the indices 0 to 1/],
+  ] as const) {
+    const { dir, mar } = await writeMar(
+      t,
+      torchServeMar({ modelName: 'affine', serializedFile: 'affine.onnx', handler: 'image_classifier' }, [
+        ONNX,
+        { name: 'index_to_name.json', data },
+      ]),
+    );
+    await assert.rejects(importTorchServeArchive({ source: mar, exportPath: join(dir, 'store') }), (error: Error) => {
+      assert.match(error.message, why);
+      assert.ok(!error.message.includes('\n'));
+      return true;
+    });
+    assert.deepEqual(await readdir(dir), ['affine.mar'], 'nothing written');
+  }
 });
 
 test('import refuses a PyTorch serialized file, and a Python handler unless --handler replaces it, in one line each, writing nothing', async (t) => {
