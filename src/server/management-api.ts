@@ -1,7 +1,6 @@
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { ForbiddenError, UsageError } from '../core/errors.js';
 import { checkModelName } from '../core/model-name.js';
-import { quoted } from '../core/quote.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
@@ -54,19 +53,15 @@ export function managementRoutes(options: ManagementOptions): Route[] {
       path: /^\/models\/?$/,
       handle: async (_req, res, _params, url) => {
         // Checked before anything is loaded: a bad parameter costs no load and unload.
-        const expectedName = url.searchParams.get('model_name');
-        if (expectedName) checkModelName(expectedName, 'model_name');
+        // model_name serves the archive under that name, as TorchServe's register does.
+        const name = url.searchParams.get('model_name');
+        if (name) checkModelName(name, 'model_name');
         const change = modelChangeOf(url.searchParams);
         const source = url.searchParams.get('url');
         if (!source) throw new UsageError('register needs ?url= (an archive in the model store, or an allowed URL)');
         const archive = await resolveArchive(source, options);
-        const model = await repository.load(archive, { keepDefault: true });
+        const model = await repository.load(archive, { keepDefault: true, ...(name ? { name } : {}) });
         try {
-          if (expectedName && expectedName !== model.name) {
-            throw new UsageError(
-              `model_name ${quoted(expectedName)} does not match the archive's model "${model.name}"`,
-            );
-          }
           // What only the loaded model can tell (a batch size for a model that does not batch).
           checkModelChange(model, change);
         } catch (error) {

@@ -94,6 +94,13 @@ test('register from the model store, versions and the default, unregister; remot
     'second',
   );
   assert.equal((await call(`${base}/models?url=second.mar`, { method: 'POST', headers: AUTH })).status, 409);
+  // model_name serves an archive under another name, as TorchServe's register does.
+  const renamed = await call(`${base}/models?url=second.mar&model_name=third`, { method: 'POST', headers: AUTH });
+  assert.match(renamed.body.status, /Model "third" Version: 1 registered/, JSON.stringify(renamed.body));
+  const third = await call(`${server.urls.inference}/v2/models/third/infer`, { body: affineRequest([[1, 1, 1, 1]]) });
+  assert.equal(third.status, 200, JSON.stringify(third.body));
+  assert.equal(third.body.model_name, 'third');
+  assert.equal((await call(`${base}/models/third`, { method: 'DELETE', headers: AUTH })).status, 200);
 
   assert.equal((await call(`${base}/models?url=affine-v2.mar`, { method: 'POST', headers: AUTH })).status, 200);
   const infer = (path: string): Promise<{ body: { model_version: string } }> =>
