@@ -218,7 +218,7 @@ async function packPipeline(
   planned.push(...extras);
   checkPlan(planned, config, configSource);
   const sources = new Map(extras.map((entry) => [entry.archivePath, entry.sourcePath]));
-  await loadStepFunctions(config.pipeline, (file) => sources.get(file));
+  await loadStepFunctions(config.pipeline, (file) => sources.get(file), config.handler_load_timeout / 1000);
   const manifest: ArchiveManifest = {
     createdOn: new Date().toISOString(),
     runtime: 'onnxruntime',

@@ -234,7 +234,7 @@ export const modelConfigSchema = {
       max: 600 * SECOND_US,
       default: 30 * SECOND_US,
       description:
-        'How long importing a handler file may take, at pack and at each load (µs, or "30s"). The import runs in a worker thread, so a handler that loops or calls process.exit at import ends only that thread: past the timeout the thread is stopped and pack, or that model\'s load, fails with BS_ERR_HANDLER_LOAD_TIMEOUT while the other models load and serve.',
+        'How long importing a handler file, or a pipeline\'s step module, may take, at pack and at each load (µs, or "30s"). The import runs in a worker thread first, so a module that loops or calls process.exit at import ends only that thread: past the timeout the thread is stopped and pack, or that model\'s load, fails with BS_ERR_HANDLER_LOAD_TIMEOUT while the other models load and serve.',
     },
     warmup: {
       kind: 'boolean',

@@ -1,12 +1,14 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import type { ProbeAnswer } from './handler-probe.js';
-import { loadHandler } from './load.js';
+import { extname } from 'node:path';
+import type { ProbeAnswer, ProbedModule } from './handler-probe.js';
+import { importHandlerModule, loadHandler } from './load.js';
 
 /** The worker side of checkHandlerImport: one import, one answer. */
-const { file } = workerData as { file: string };
+const { file, kind } = workerData as { file: string; kind: ProbedModule };
 let answer: ProbeAnswer;
 try {
-  await loadHandler(file);
+  if (kind === 'handler') await loadHandler(file);
+  else await importHandlerModule(file, extname(file).toLowerCase());
   answer = { ok: true };
 } catch (error) {
   answer = { ok: false, message: error instanceof Error ? error.message : String(error) };

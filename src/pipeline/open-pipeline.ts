@@ -53,8 +53,11 @@ export async function openPipeline(spec: PipelineSpec): Promise<OpenedPipeline> 
   const config = completePipelineConfig(spec.config, spec.configSource);
   const problems = wiringProblems(config, spec.lookup);
   if (problems.length > 0) throw new PipelineInvalidError(spec.name, problems);
-  const functions = await loadStepFunctions(config.pipeline, fileIn(spec.dir), (step) =>
-    stepContext(spec.name, step, spec.version, spec.dir),
+  const functions = await loadStepFunctions(
+    config.pipeline,
+    fileIn(spec.dir),
+    config.handler_load_timeout / 1000,
+    (step) => stepContext(spec.name, step, spec.version, spec.dir),
   );
   const createInstance = (index: number): PipelineInstance =>
     new PipelineInstance(`${spec.name}:${spec.version}:${index}`, {

@@ -1,9 +1,10 @@
 import { extname } from 'node:path';
 import { stat } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
-import { HandlerInvalidError } from '../core/errors.js';
+import { HandlerInvalidError, HandlerLoadTimeoutError } from '../core/errors.js';
 import { pathInside } from '../core/entry-name.js';
 import { functionReference, isModelStep, type PipelineConfig } from '../config/pipeline-config.js';
+import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { HANDLER_EXTENSIONS, importHandlerModule } from '../handlers/load.js';
 
 /**
@@ -60,6 +61,8 @@ export async function loadStepFunctions(
   pipeline: PipelineConfig,
   /** Where an archive file is on disk; undefined when the archive does not hold it. */
   resolveFile: (file: string) => string | undefined,
+  /** handler_load_timeout, in ms: each module is first imported in a worker bounded by it. */
+  loadTimeoutMs: number,
   initialize?: (step: string) => StepContext,
 ): Promise<StepFunctions> {
   const modules = new Map<string, Record<string, unknown> | Error>();
@@ -71,8 +74,10 @@ export async function loadStepFunctions(
     const { file, exportName } = functionReference(step.function);
     let module = modules.get(file);
     if (module === undefined) {
-      module = await importStepModule(resolveFile(file), file).catch((error: Error) => error);
+      module = await importStepModule(resolveFile(file), file, loadTimeoutMs).catch((error: Error) => error);
       modules.set(file, module);
+      // A stopped import keeps its own code: the fix is the module's import, or the timeout.
+      if (module instanceof HandlerLoadTimeoutError) throw module;
       if (module instanceof Error) problems.push(module.message);
     }
     if (module instanceof Error) continue;
@@ -94,7 +99,11 @@ export async function loadStepFunctions(
   return functions;
 }
 
-async function importStepModule(path: string | undefined, file: string): Promise<Record<string, unknown>> {
+async function importStepModule(
+  path: string | undefined,
+  file: string,
+  loadTimeoutMs: number,
+): Promise<Record<string, unknown>> {
   const extension = extname(file).toLowerCase();
   if (!(HANDLER_EXTENSIONS as readonly string[]).includes(extension)) {
     throw new HandlerInvalidError(`${file}: expected a ${HANDLER_EXTENSIONS.join('/')} file`);
@@ -102,6 +111,8 @@ async function importStepModule(path: string | undefined, file: string): Promise
   if (path === undefined || !(await stat(path).catch(() => undefined))?.isFile()) {
     throw new HandlerInvalidError(`${file} is not in the archive (pack it with --extra-files)`);
   }
+  // What the module does at import (a loop, process.exit) must not hang or end this process.
+  await checkHandlerImport(path, loadTimeoutMs, 'step module');
   return importHandlerModule(path, extension);
 }
 

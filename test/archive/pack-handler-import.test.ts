@@ -95,3 +95,52 @@ test('a handler that imports cleanly still packs, its hooks checked in the worke
     { code: 'BS_ERR_HANDLER_INVALID', message: /exports "preprocess" as number, expected a function/ },
   );
 });
+
+test("a pipeline's step module that loops or exits at import fails pack within handler_load_timeout, writing nothing", async (t) => {
+  const dir = await tempDir(t, 'batchserve-step-import-');
+  const config = join(dir, 'pipeline.yaml');
+  await writeFile(
+    config,
+    `handler_load_timeout: 300ms
+inputs: [{ name: x, datatype: FP32, shape: [-1, 4] }]
+outputs: [{ name: y, datatype: FP32, shape: [-1, 4] }]
+pipeline:
+  steps:
+    - name: copy
+      function: steps.mjs#copy
+      inputs: { x: x }
+      outputs: { y: y }
+`,
+  );
+  const pack = (): Promise<unknown> =>
+    packArchive({
+      modelName: 'flow',
+      configFile: config,
+      extraFiles: [join(dir, 'steps.mjs')],
+      exportPath: join(dir, 'store'),
+    });
+  const steps = (atImport: string): Promise<void> =>
+    writeFile(
+      join(dir, 'steps.mjs'),
+      `${atImport}\nexport function copy(requests) { return requests.map((r) => ({ y: r.x })); }\n`,
+    );
+
+  await steps('for (;;) {}');
+  const started = performance.now();
+  await assert.rejects(pack(), (error: Error & { code?: string }) => {
+    assert.equal(error.code, 'BS_ERR_HANDLER_LOAD_TIMEOUT', error.message);
+    assert.match(error.message, /step module .*steps\.mjs did not finish importing within 300 ms/);
+    return true;
+  });
+  assert.ok(performance.now() - started < 10_000);
+  await steps('process.exit(0);');
+  await assert.rejects(pack(), (error: Error & { code?: string }) => {
+    assert.equal(error.code, 'BS_ERR_HANDLER_INVALID', error.message);
+    assert.match(error.message, /step module .*steps\.mjs called process\.exit\(0\) while being imported/);
+    return true;
+  });
+  assert.deepEqual(await readdir(join(dir, 'store')).catch(() => []), []);
+  await steps('');
+  await pack();
+  assert.deepEqual(await readdir(join(dir, 'store')), ['flow.mar']);
+});

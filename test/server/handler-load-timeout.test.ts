@@ -3,6 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pino } from 'pino';
+import { packArchive } from '../../src/archive/pack.js';
 import { affine, affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { within } from './handler-gate.js';
@@ -32,6 +33,30 @@ test('handlers that loop or exit at import fail their own load within handler_lo
     'exit-worker': await pack('exit-worker', `max_batch_size: 8\n${TIMEOUT}`, 'process.exit(0);'),
   };
   const good = await packAffine(join(dir, 'good'));
+  const stepsFile = join(dir, 'steps.mjs');
+  await writeFile(
+    stepsFile,
+    handlerThatTurns(marker, 'for (;;) {}').replace(
+      'export function postprocess(outputs) { return outputs; }',
+      'export function copy(requests) { return requests.map((request) => ({ y: request.x })); }',
+    ),
+  );
+  await writeFile(
+    join(dir, 'flow.yaml'),
+    `${TIMEOUT}inputs: [{ name: x, datatype: FP32, shape: [-1, 4] }]
+outputs: [{ name: y, datatype: FP32, shape: [-1, 4] }]
+pipeline:
+  steps:
+    - { name: copy, function: steps.mjs#copy, inputs: { x: x }, outputs: { y: y } }
+`,
+  );
+  const flow = await packArchive({
+    modelName: 'loop-step',
+    configFile: join(dir, 'flow.yaml'),
+    extraFiles: [stepsFile],
+    exportPath: join(dir, 'flow'),
+  });
+  Object.assign(bad, { 'loop-step': flow.path });
   await writeFile(marker, '');
 
   const lines: { level: number; msg: string; archive?: string; code?: string; err?: string }[] = [];
@@ -55,6 +80,10 @@ test('handlers that loop or exit at import fail their own load within handler_lo
   assert.match(
     failures.get('exit-main') ?? '',
     /called process\.exit\(0\) while being imported \[BS_ERR_HANDLER_INVALID\]$/,
+  );
+  assert.match(
+    failures.get('loop-step') ?? '',
+    /step module .*steps\.mjs did not finish importing within 500 ms .*\[BS_ERR_HANDLER_LOAD_TIMEOUT\]$/,
   );
   assert.match(
     failures.get('exit-worker') ?? '',
