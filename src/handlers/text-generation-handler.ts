@@ -8,4 +8,4 @@ import type { Handler } from './types.js';
  * (repository/load-archive.ts). Through this handler KServe v2 tensors pass as they are: one
  * forward pass, the cache passed by the caller.
  */
-export const textGenerationHandler: Handler = tensorHandler;
+export const textGenerationHandler: Handler = { ...tensorHandler, decodesSteps: true };

@@ -22,6 +22,12 @@ export interface HandlerContext {
  * exports any of these by name; the missing ones come from the built-in tensor handler.
  */
 export interface Handler {
+  /**
+   * Set by the built-in text-generation handler: the server's generator drives the model a
+   * decoding step at a time, so the instance is not warmed up on zeros (a decoder's cache
+   * cannot be made up) nor paced by the simulated device as one pass. Not a hook.
+   */
+  readonly decodesSteps?: true;
   initialize?(context: HandlerContext): Promise<void> | void;
   preprocess(requests: readonly HandlerRequest[], context: HandlerContext): Promise<TensorMap> | TensorMap;
   inference(inputs: TensorMap, context: HandlerContext): Promise<TensorMap> | TensorMap;

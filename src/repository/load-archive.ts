@@ -22,7 +22,7 @@ import { simulatedStepPacer } from '../runtime/step-pacer.js';
 import { pathInside } from '../core/entry-name.js';
 import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
-import { isBuiltinHandler } from '../handlers/load.js';
+import { BUILTIN_HANDLERS, isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
 import { openInstance, type InstanceSpec } from '../runtime/open-instance.js';
@@ -87,7 +87,8 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       const where = { name, version, archivePath, manifest, labels, workDir, started };
       return await loadPipeline(storedConfig, configSource, where, options);
     }
-    const generates = manifest.model.handler === 'text-generation';
+    const generates =
+      isBuiltinHandler(manifest.model.handler) && BUILTIN_HANDLERS[manifest.model.handler].decodesSteps === true;
     const handler = isBuiltinHandler(manifest.model.handler)
       ? manifest.model.handler
       : pathInside(modelDir, manifest.model.handler, 'the handler');

@@ -60,8 +60,11 @@ export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatc
   let session = opened;
   try {
     const config = reconcileWithModel(spec.config, readSignature(opened, spec.modelSource), spec.configSource);
+    watch?.started();
+    const handler = await loadHandler(spec.handler);
+    watch?.finished();
     // A generator on `sim` runs the real decoder and holds each step to its cost (step-pacer.ts).
-    if (device === SIMULATED_DEVICE && spec.handler !== 'text-generation') {
+    if (device === SIMULATED_DEVICE && !handler.decodesSteps) {
       // Handlers call run() (and read the names); the real session is opened only for the signature.
       session = new SimulatedSession(
         opened,
@@ -69,9 +72,6 @@ export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatc
         config.outputs,
       ) as unknown as ort.InferenceSession;
     }
-    watch?.started();
-    const handler = await loadHandler(spec.handler);
-    watch?.finished();
     const context = createHandlerContext({
       modelName: spec.modelName,
       modelVersion: spec.modelVersion,
@@ -82,7 +82,7 @@ export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatc
     });
     await handler.initialize?.(context);
     // A decoder's cache inputs cannot be made up from zeros; its generator warms it up instead.
-    if (config.warmup && spec.handler !== 'text-generation') await warmUp(handler, context, config);
+    if (config.warmup && !handler.decodesSteps) await warmUp(handler, context, config);
     return { session, device, ...(note ? { deviceNote: note } : {}), handler, context, config };
   } catch (error) {
     await session.release();
