@@ -1,10 +1,10 @@
 import { Worker } from 'node:worker_threads';
 import { HandlerInvalidError, HandlerLoadTimeoutError } from '../core/errors.js';
 
-/** What the probe worker sends back: nothing on success, else the message of what failed. */
 /** A handler's exports are checked as hooks; a pipeline step module's are the caller's to check. */
 export type ProbedModule = 'handler' | 'step module';
 
+/** What the probe worker sends back: nothing on success, else the message of what failed. */
 export type ProbeAnswer = { readonly ok: true } | { readonly ok: false; readonly message: string };
 
 /**
