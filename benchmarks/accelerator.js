@@ -24,17 +24,16 @@
 //   two instances ÷ one, at K = 128                            ≥ 1.8
 // Writes benchmarks/results/accelerator.json (results.js: --quick, --check, --json).
 // Usage: npm run bench:accelerator [-- --quick] [-- --keep-awake] [-- --check]
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { stringify } from 'yaml';
 import { writeIdentityModel } from './identity-model.js';
 import { accelerator as render } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
-import { serveChild } from './serve-child.js';
+import { CAN_PIN, pinSelfOffServerCpu, serveChild } from './serve-child.js';
+import { packSimArchive } from './sim-archive.js';
 
 const { values: extra } = parseArgs({
   args: process.argv.slice(2),
@@ -56,7 +55,7 @@ const POLICIES = [0, 2_000, 'auto', CONTROL];
 const AIMS = { full: 0.9, autoMid: 0.8, autoGap: 0.05, addedP50Ms: 0.3, overFloorMs: 0.2, twoInstances: 1.8 };
 
 const settings = {
-  pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
+  pinned: CAN_PIN,
   keepAwake: extra['keep-awake'] === true,
   cost: COST,
   maxBatchSize: MAX_BATCH,
@@ -68,7 +67,6 @@ const settings = {
   windows: 2,
 };
 
-const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 const { runSweep } = await import('../dist/src/bench/sweep.js');
 const { runLoad } = await import('../dist/src/bench/load-generator.js');
 const { plainHttpPayload } = await import('../dist/src/bench/plain-http.js');
@@ -87,37 +85,23 @@ function limitOf(concurrency, instances) {
 
 const mean = (values) => values.reduce((sum, value) => sum + value, 0) / values.length;
 
-function run(command, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'] });
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${command} exited ${code}`))));
-  });
-}
-
 /** One archive per instance count, saying `auto` so it times its batches at load as deployed. */
 async function packArchives(dir) {
   await writeIdentityModel(join(dir, 'identity.onnx'));
   const archives = new Map();
   for (const count of INSTANCES) {
-    const out = join(dir, `i${count}`);
-    await mkdir(out, { recursive: true });
-    const config = join(out, 'config.yaml');
-    await writeFile(
-      config,
-      stringify({
+    const { archive } = await packSimArchive({
+      out: join(dir, `i${count}`),
+      modelName: 'sim',
+      model: join(dir, 'identity.onnx'),
+      cost: COST,
+      count,
+      config: {
         max_batch_size: MAX_BATCH,
-        instances: [{ count, device: 'sim' }],
-        simulated_device: { fixed_cost: `${COST.cMs}ms`, row_cost: `${COST.mMs * 1000}us` },
         dynamic_batching: { max_queue_delay: 'auto', max_latency: `${MAX_LATENCY_MS}ms`, max_queue_size: 4096 },
-      }),
-    );
-    await run(process.execPath, [
-      bin,
-      ...['model-archive', 'pack', '--model-name', 'sim', '--serialized-file', join(dir, 'identity.onnx')],
-      ...['--config-file', config, '--export-path', out],
-    ]);
-    archives.set(count, join(out, 'sim.mar'));
+      },
+    });
+    archives.set(count, archive);
   }
   return archives;
 }
@@ -314,7 +298,7 @@ async function awake(measure) {
 }
 
 try {
-  if (settings.pinned) spawnSync('taskset', ['-a', '-p', '-c', '1-1023', String(process.pid)], { stdio: 'ignore' });
+  if (settings.pinned) pinSelfOffServerCpu();
   const archives = await packArchives(dir);
   console.log(render.header(record));
   record.floor = await awake(() => measureFloor(dir));

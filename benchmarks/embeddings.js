@@ -11,15 +11,13 @@
 // Aim: served texts/s ÷ in-process texts/s (same max_batch_size) ≥ 0.9 at concurrency 16.
 // Writes benchmarks/results/embeddings.json (results.js: --quick, --check, --json).
 // Usage: npm run bench:embeddings [-- --quick] [-- --check]
-import { spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
 import { embeddings as render } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
-import { serveChild } from './serve-child.js';
+import { CAN_PIN, pinSelfOffServerCpu, serveChild } from './serve-child.js';
+import { packSimArchive } from './sim-archive.js';
 
 const flags = benchFlags('embeddings');
 const { textEncoderModel } = await import('../dist/test/fixtures/onnx-models.js');
@@ -36,7 +34,7 @@ const TEXT = 'the cat runs, the dog runs';
 const DELAYS = ['0', '2ms'];
 const AIM = { served: 0.9 };
 const settings = {
-  pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
+  pinned: CAN_PIN,
   cost: COST,
   batches: BATCHES,
   concurrency: CONCURRENCY,
@@ -44,30 +42,21 @@ const settings = {
   warmupMs: flags.quick ? 500 : 2000,
   durationMs: flags.quick ? 2000 : 8000,
 };
-const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 
-async function packArchive(dir, batch, delay) {
-  const out = join(dir, `b${batch}-delay-${delay}`);
-  await mkdir(out, { recursive: true });
-  const config = join(out, 'config.yaml');
-  await writeFile(
-    config,
-    stringify({
+function packArchive(dir, batch, delay) {
+  return packSimArchive({
+    out: join(dir, `b${batch}-delay-${delay}`),
+    modelName: 'encoder',
+    model: join(dir, 'encoder.onnx'),
+    cost: COST,
+    config: {
       max_batch_size: batch,
-      instances: [{ count: 1, device: 'sim' }],
-      simulated_device: { fixed_cost: `${COST.cMs}ms`, row_cost: `${COST.mMs * 1000}us` },
       dynamic_batching: { max_queue_delay: delay },
       text: { tokenizer_file: 'tokenizer.json' },
-    }),
-  );
-  const packed = spawnSync(process.execPath, [
-    bin,
-    ...['model-archive', 'pack', '--model-name', 'encoder', '--serialized-file', join(dir, 'encoder.onnx')],
-    ...['--handler', 'text-embedding', '--config-file', config, '--extra-files', join(dir, 'tokenizer.json')],
-    ...['--export-path', out],
-  ]);
-  if (packed.status !== 0) throw new Error(`pack failed: ${packed.stderr}`);
-  return { archive: join(out, 'encoder.mar'), config };
+    },
+    handler: 'text-embedding',
+    extraFiles: [join(dir, 'tokenizer.json')],
+  });
 }
 
 /** The handler's whole lifecycle on full batches, back to back, on this thread: texts a second. */
@@ -104,7 +93,7 @@ async function inProcess(dir, config, batch) {
   return rate;
 }
 
-if (settings.pinned) spawnSync('taskset', ['-a', '-p', '-c', '1-1023', String(process.pid)], { stdio: 'ignore' });
+if (settings.pinned) pinSelfOffServerCpu();
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-embeddings-'));
 try {
   await writeFile(join(dir, 'encoder.onnx'), textEncoderModel(TEXT_VOCAB.length, 4));

@@ -12,15 +12,13 @@
 // most 5 % above request's: a full step costs c + 16m where a thinning batch's costs less).
 // Writes benchmarks/results/generation.json (results.js: --quick, --check, --json).
 // Usage: npm run bench:generation [-- --quick] [-- --check]
-import { spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
 import { generation as render } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
-import { serveChild } from './serve-child.js';
+import { CAN_PIN, pinSelfOffServerCpu, serveChild } from './serve-child.js';
+import { packSimArchive } from './sim-archive.js';
 
 const flags = benchFlags('generation');
 const { decoderModel } = await import('../dist/test/fixtures/onnx-models.js');
@@ -32,7 +30,7 @@ const ACTIVE = 16;
 const TOKENS = [8, 256];
 const AIM = { tokensRatio: 2, interTokenP99Ratio: 1.05 };
 const settings = {
-  pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
+  pinned: CAN_PIN,
   cost: COST,
   activeSequences: ACTIVE,
   tokens: TOKENS,
@@ -42,7 +40,6 @@ const settings = {
   durationMs: flags.quick ? 4000 : 15000,
 };
 const SCHEDULINGS = ['iteration', 'request'];
-const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 
 async function packArchives(dir) {
   const model = join(dir, 'decoder.onnx');
@@ -51,15 +48,13 @@ async function packArchives(dir) {
   await writeFile(tokenizer, JSON.stringify(wordPieceTokenizer({ specialTokens: false })));
   const archives = new Map();
   for (const scheduling of SCHEDULINGS) {
-    const out = join(dir, scheduling);
-    await mkdir(out, { recursive: true });
-    const config = join(out, 'config.yaml');
-    await writeFile(
-      config,
-      stringify({
+    const { archive } = await packSimArchive({
+      out: join(dir, scheduling),
+      modelName: 'writer',
+      model,
+      cost: COST,
+      config: {
         max_batch_size: ACTIVE,
-        instances: [{ count: 1, device: 'sim' }],
-        simulated_device: { fixed_cost: `${COST.cMs}ms`, row_cost: `${COST.mMs * 1000}us` },
         text: { tokenizer_file: 'tokenizer.json' },
         generation: {
           scheduling,
@@ -68,24 +63,11 @@ async function packArchives(dir) {
           max_context: 1024,
           eos_token_ids: [],
         },
-      }),
-    );
-    const packed = spawnSync(process.execPath, [
-      bin,
-      ...[
-        'model-archive',
-        'pack',
-        '--model-name',
-        'writer',
-        '--serialized-file',
-        model,
-        '--handler',
-        'text-generation',
-      ],
-      ...['--config-file', config, '--extra-files', tokenizer, '--export-path', out],
-    ]);
-    if (packed.status !== 0) throw new Error(`pack failed: ${packed.stderr}`);
-    archives.set(scheduling, join(out, 'writer.mar'));
+      },
+      handler: 'text-generation',
+      extraFiles: [tokenizer],
+    });
+    archives.set(scheduling, archive);
   }
   return archives;
 }
@@ -108,7 +90,7 @@ async function measure(server, concurrency, workload) {
   return point;
 }
 
-if (settings.pinned) spawnSync('taskset', ['-a', '-p', '-c', '1-1023', String(process.pid)], { stdio: 'ignore' });
+if (settings.pinned) pinSelfOffServerCpu();
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-generation-'));
 const servers = new Map();
 try {

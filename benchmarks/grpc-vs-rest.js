@@ -17,13 +17,13 @@
 // Usage: npm run bench:grpc [-- --quick] [-- --check]
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import { grpcVsRest } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
-import { serveChild } from './serve-child.js';
+import { CAN_PIN, serveChild } from './serve-child.js';
 
 const MODEL = 'orientation';
 const PROTOCOLS = ['v2-binary', 'grpc', 'grpc-stream'];
@@ -68,7 +68,7 @@ async function drive({ urls, protocol, concurrency, warmupMs, windowMs, windows 
 const flags = benchFlags('grpc-vs-rest');
 // --quick: half-second windows, two of them; still three rounds.
 const settings = {
-  pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
+  pinned: CAN_PIN,
   rounds: 3,
   levels: LEVELS,
   warmupMs: flags.quick ? 500 : 1000,

@@ -15,16 +15,16 @@
 // socket whose answer came before its request was written), so the next request reconnects.
 // Writes benchmarks/results/overload.json (see results.js for --quick, --check, --json).
 // Usage: npm run bench:overload [-- --quick] [-- --check]
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import { overload } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
-import { serveChild } from './serve-child.js';
+import { CAN_PIN, serveChild } from './serve-child.js';
 
 const MODEL = 'orientation';
 const PROTOCOLS = ['v2-json', 'v2-binary'];
@@ -115,7 +115,7 @@ function sleep(ms) {
 const flags = benchFlags('overload');
 // --quick: shorter runs, and the search stops at concurrency 16.
 const settings = {
-  pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
+  pinned: CAN_PIN,
   maxQueueSize: 8,
   riseAtLeastPct: 5,
   // Two doublings in a row that don't raise goodput end the search: one slow run on a busy

@@ -1,13 +1,22 @@
 // A `batchserve serve` child for the benchmarks: one model on free ports, on CPU 0 when the
 // benchmark pins, and a bench target on it that can reconfigure it live (management API).
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 const { parseStartupUrls } = await import('../dist/src/server/startup-block.js');
 const { RemoteTarget } = await import('../dist/src/bench/targets.js');
+
+/** Server on CPU 0 and client on CPU 1 need taskset and two CPUs. */
+export const CAN_PIN = spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2;
+
+/** Moves this process (every thread) off CPU 0, which the server gets. */
+export function pinSelfOffServerCpu() {
+  spawnSync('taskset', ['-a', '-p', '-c', '1-1023', String(process.pid)], { stdio: 'ignore' });
+}
 
 /**
  * Starts `serve --models name=archive` (Node started with `nodeFlags`, `env` added to this

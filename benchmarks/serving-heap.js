@@ -11,20 +11,20 @@
 // Usage: npm run bench:heap [-- --quick] [-- --check]
 import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import { servingHeap as render } from './render.js';
 import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
-import { serveChild } from './serve-child.js';
+import { CAN_PIN, pinSelfOffServerCpu, serveChild } from './serve-child.js';
 
 const AIMS = { p99RatioC1: 0.8, throughputRatioC64: 1.0 };
 const CONCURRENCY = [1, 64];
 
 const flags = benchFlags('serving-heap');
 const settings = {
-  pinned: spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2,
+  pinned: CAN_PIN,
   rounds: flags.quick ? 1 : 4,
   concurrency: CONCURRENCY,
   warmupMs: 1000,
@@ -189,7 +189,7 @@ const dir = await mkdtemp(join(tmpdir(), 'batchserve-heap-'));
 const record = resultRecord('serving-heap', flags, { settings, variants: VARIANTS, rounds: [] }, ['undici']);
 try {
   // The client (this process, every thread) keeps off CPU 0, which the server gets.
-  if (settings.pinned) spawnSync('taskset', ['-a', '-p', '-c', '1-1023', String(process.pid)], { stdio: 'ignore' });
+  if (settings.pinned) pinSelfOffServerCpu();
   const archive = await packDemo(dir);
   console.log(render.header(record));
   for (let round = 1; round <= settings.rounds; round++) {
