@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
-const { parseStartupUrls } = await import('../dist/src/server/startup-block.js');
+const { waitForStartupUrls } = await import('../dist/src/server/startup-block.js');
 const { RemoteTarget } = await import('../dist/src/bench/targets.js');
 
 /** Server on CPU 0 and client on CPU 1 need taskset and two CPUs. */
@@ -38,15 +38,7 @@ export async function serveChild({ name, archive, dir, pinned, nodeFlags = [], e
     ? ['taskset', ['-c', '0', process.execPath, ...args]]
     : [process.execPath, args];
   const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
-  const urls = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const parsed = parseStartupUrls(out);
-      if (parsed) resolve(parsed);
-    });
-    child.once('exit', (code) => reject(new Error(`serve exited ${code} before listening`)));
-  });
+  const urls = await waitForStartupUrls(child);
   const management = { url: urls.management, token: (await readFile(keyFile, 'utf8')).trim() };
   const target = new RemoteTarget(urls.inference, name, management);
   return {

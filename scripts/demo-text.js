@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { decoderModel, textEncoderModel } from '../dist/test/fixtures/onnx-models.js';
 import { TEXT_VOCAB, wordPieceTokenizer } from '../dist/test/fixtures/text-tokenizer.js';
-import { parseStartupUrls } from '../dist/src/server/startup-block.js';
+import { waitForStartupUrls } from '../dist/src/server/startup-block.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const out = join(root, 'demo-out', 'text');
@@ -64,15 +64,7 @@ const server = spawn(
   { stdio: ['ignore', 'pipe', 'inherit'] },
 );
 try {
-  const urls = await new Promise((resolve, reject) => {
-    let text = '';
-    server.stdout.on('data', (chunk) => {
-      text += chunk;
-      const parsed = parseStartupUrls(text);
-      if (parsed) resolve(parsed);
-    });
-    server.once('exit', (code) => reject(new Error(`serve exited ${code}`)));
-  });
+  const urls = await waitForStartupUrls(server);
   console.log(`inference API at ${urls.inference}; the openai client's baseURL is ${urls.inference}/v1\n`);
   const client = new OpenAI({ baseURL: `${urls.inference}/v1`, apiKey: 'not-needed' });
 

@@ -8,9 +8,8 @@ import { openArchive } from '../archive/source.js';
 import { ModelLoadError, UsageError } from '../core/errors.js';
 import { SERVING_NODE_FLAGS } from '../core/serving-node-flags.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
-import type { ApiAddresses } from '../server/server.js';
 import { delayParameter } from './delay.js';
-import { parseStartupUrls } from '../server/startup-block.js';
+import { waitForStartupUrls } from '../server/startup-block.js';
 import { isGrpcUrl } from './grpc-channel.js';
 import { GrpcModelQueries } from './grpc-model-queries.js';
 import { getJson, RestModelQueries, type ModelQueries } from './model-queries.js';
@@ -196,7 +195,7 @@ export class ArchiveTarget implements BenchTarget {
         : [process.execPath, [...SERVING_NODE_FLAGS, ...args]];
     const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.#child = child;
-    const urls = await startupUrls(child);
+    const urls = await waitForStartupUrls(child, 'the bench server');
     if (this.#options.grpc && !urls.grpc) throw new ModelLoadError('the bench server named no gRPC address');
     this.#grpcUrl = urls.grpc;
     this.#remote = new RemoteTarget(urls.inference, this.model, {
@@ -226,24 +225,6 @@ export class ArchiveTarget implements BenchTarget {
     child.kill('SIGTERM');
     await exited;
   }
-}
-
-/** Reads the start-up block of a `serve` child for the URLs it listens on. */
-function startupUrls(child: ChildProcess): Promise<ApiAddresses> {
-  return new Promise((resolve, reject) => {
-    let stdout = '';
-    let stderr = '';
-    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.stdout?.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const urls = parseStartupUrls(stdout);
-      if (urls) resolve(urls);
-    });
-    child.once('exit', (code) => {
-      const line = stderr.trim().split('\n').at(-1) ?? '';
-      reject(new ModelLoadError(`the bench server exited with ${code}: ${line.replace(/^batchserve: /, '')}`));
-    });
-  });
 }
 
 function hasTaskset(): boolean {

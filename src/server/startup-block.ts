@@ -1,4 +1,6 @@
+import type { ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
+import { ModelLoadError } from '../core/errors.js';
 import { formatDuration } from '../config/schema-kit.js';
 import { latencyBudgetUs, type LoadedModel } from '../repository/loaded-model.js';
 import { BATCHSERVE_VERSION } from '../version.js';
@@ -143,4 +145,25 @@ function parseJsonLine(line: string): { msg?: unknown; urls?: ApiAddresses } | u
     // A line still being written.
     return undefined;
   }
+}
+
+/**
+ * The URLs a `serve` child listens on, once its start-up block is out; rejects with its last
+ * stderr line (when stderr is piped) if it exits first. `what` names it in that error.
+ */
+export function waitForStartupUrls(child: ChildProcess, what = 'serve'): Promise<ApiAddresses> {
+  return new Promise((ready, fail) => {
+    let stdout = '';
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout?.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const urls = parseStartupUrls(stdout);
+      if (urls) ready(urls);
+    });
+    child.once('exit', (code) => {
+      const line = stderr.trim().split('\n').at(-1) ?? '';
+      fail(new ModelLoadError(`${what} exited with ${code}: ${line.replace(/^batchserve: /, '')}`));
+    });
+  });
 }
