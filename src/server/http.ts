@@ -266,9 +266,14 @@ const OPENAI_ERROR_TYPES: Readonly<Record<number, string>> = {
  * OpenAI's error object (what its clients read), for the /v1 routes; the stable code is both
  * the object's and, as on every other route, the body's.
  */
-function openAiError(message: string, status: number, code: string | undefined): Record<string, unknown> {
+export function openAiError(message: string, status: number, code: string | undefined): Record<string, unknown> {
   const type = OPENAI_ERROR_TYPES[status] ?? (status < 500 ? 'invalid_request_error' : 'api_error');
   return { error: { message, type, param: null, code: code ?? null }, ...(code !== undefined ? { code } : {}) };
+}
+
+/** What a client is told of an error: a BatchserveError's message; of anything else, only where to look. */
+export function publicMessage(error: unknown): string {
+  return error instanceof BatchserveError ? error.message : 'internal server error (see the server log)';
 }
 
 /** The HTTP status an error is answered with: a BatchserveError's own, 500 for anything else. */
@@ -283,7 +288,7 @@ export function statusOf(error: unknown): number {
  */
 export function sendError(res: ServerResponse, error: unknown): number {
   const status = statusOf(error);
-  const message = error instanceof BatchserveError ? error.message : 'internal server error (see the server log)';
+  const message = publicMessage(error);
   if (res.headersSent) {
     // Cut short, unless its route already ended it (a stream that sent its error as an event).
     if (!res.writableEnded) res.destroy();

@@ -5,6 +5,7 @@ import { BatchserveError, InferenceInputError } from '../core/errors.js';
 import type { ChatMessage } from '../handlers/chat-template.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { Generator, GenerationRequest, GenerationResult } from '../runtime/generator.js';
+import { openAiError, publicMessage, statusOf } from './http.js';
 
 /** OpenAI's own limit on stop strings. */
 const MAX_STOPS = 4;
@@ -225,8 +226,8 @@ export async function generate(
       if (!res.headersSent) throw error;
       // A client that went away has nothing left to read; one still there reads why the stream ends.
       if (!res.destroyed) {
-        const message = error instanceof BatchserveError ? error.message : 'generation failed (see the server log)';
-        send({ error: { message, type: 'api_error', param: null, code: (error as { code?: string }).code ?? null } });
+        const code = error instanceof BatchserveError ? error.code : undefined;
+        send(openAiError(publicMessage(error), statusOf(error), code));
         res.end();
       }
       throw error;
