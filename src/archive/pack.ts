@@ -20,7 +20,7 @@ import { completePipelineConfig } from '../pipeline/open-pipeline.js';
 import { loadStepFunctions } from '../pipeline/step-function.js';
 import { reconcileWithModel } from '../runtime/reconcile.js';
 import { readModelSignature } from '../runtime/session.js';
-import { decoderLayout } from '../runtime/decoder-step.js';
+import { decoderLayout } from '../runtime/decoder-layout.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { checkImageClassifierInput } from '../handlers/image-input.js';
 import { isBuiltinHandler } from '../handlers/load.js';

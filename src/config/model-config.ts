@@ -463,6 +463,13 @@ export const modelConfigSchema = {
           description:
             'Tokens the active sequences may hold in the key/value cache together, each counted at its prompt plus its max_tokens: a sequence joins only when it fits.',
         },
+        kv_cache_bytes: {
+          kind: 'integer',
+          min: 1,
+          max: 2 ** 50,
+          description:
+            "Bytes the running sequences' key/value caches may come to hold, padding included; a sequence joins only when its batch's can still fit (default: a quarter of the machine's memory).",
+        },
         max_context: {
           kind: 'integer',
           min: 2,
@@ -544,6 +551,7 @@ export interface GenerationOptions {
   readonly max_active_sequences: number;
   readonly max_tokens_per_step: number;
   readonly max_total_tokens: number;
+  readonly kv_cache_bytes?: number;
   readonly max_context: number;
   readonly max_new_tokens: number;
   readonly max_waiting: number;

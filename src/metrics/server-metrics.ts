@@ -251,6 +251,12 @@ export class ServerMetrics {
     labelNames: ['model', 'version'],
     registers: [this.registry],
   });
+  readonly #cacheBytes = new Gauge({
+    name: 'batchserve_kv_cache_bytes',
+    help: "Bytes of a generative model's key/value caches: state used, what its running batches hold now (padding included); reserved, what they may come to hold before their sequences end (what admission counts against generation.kv_cache_bytes).",
+    labelNames: ['model', 'version', 'state'],
+    registers: [this.registry],
+  });
   readonly #feedback = new Counter({
     name: 'batchserve_feedback_total',
     help: 'Feedback joined to a logged prediction, by the version that answered it, in requests.',
@@ -312,6 +318,11 @@ export class ServerMetrics {
 
   setActiveSequences(model: string, version: string, active: number): void {
     this.#activeSequences.labels(model, version).set(active);
+  }
+
+  setCacheBytes(model: string, version: string, used: number, reserved: number): void {
+    this.#cacheBytes.labels(model, version, 'used').set(used);
+    this.#cacheBytes.labels(model, version, 'reserved').set(reserved);
   }
 
   /** A request refused with 503 before it ran; `code` says why. */
@@ -380,6 +391,8 @@ export class ServerMetrics {
     this.#instances.remove(model, version);
     this.#instanceBusyRatio.remove(model, version);
     this.#activeSequences.remove(model, version);
+    this.#cacheBytes.remove(model, version, 'used');
+    this.#cacheBytes.remove(model, version, 'reserved');
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
     for (const gauge of Object.values(this.#batchingGauges)) gauge.remove(model, version);
     this.#cache.bytes.remove(model, version);

@@ -5,26 +5,18 @@ import { unpackArchive } from '../archive/extract.js';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { servedModelFile } from '../archive/served-model.js';
-import {
-  machineLimitProblems,
-  modelConfigSchema,
-  type CompleteModelConfig,
-  type GenerationOptions,
-  type ModelConfig,
-} from '../config/model-config.js';
-import { validateField } from '../config/schema-kit.js';
+import { machineLimitProblems, type CompleteModelConfig, type ModelConfig } from '../config/model-config.js';
 import { loadChatTemplate, PLAIN_CHAT, type ChatTemplate } from '../handlers/chat-template.js';
 import { loadTokenizer } from '../handlers/text-tokens.js';
-import { decoderLayout } from '../runtime/decoder-step.js';
-import { Generator } from '../runtime/generator.js';
-import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE } from '../runtime/simulated-device.js';
-import { simulatedStepPacer } from '../runtime/step-pacer.js';
+import { decoderLayout } from '../runtime/decoder-layout.js';
+import { servedGenerationOptions } from '../runtime/generation-options.js';
+import { Generator, type GenerationChannel } from '../runtime/generator.js';
 import { pathInside } from '../core/entry-name.js';
 import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { BUILTIN_HANDLERS, isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
-import { ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
+import { generatesText, ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
 import { openInstance, type InstanceSpec } from '../runtime/open-instance.js';
 import { applyTensorrtOptions } from '../runtime/tensorrt-options.js';
 import { WorkerInstance } from '../runtime/worker-instance.js';
@@ -119,8 +111,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       };
       const id = `${name}:${version}:${index}`;
       applyTensorrtOptions(spec.device, storedConfig.tensorrt);
-      // A generator steps the session itself, between requests: it must be in this thread.
-      if (storedConfig.runtime.thread === 'worker' && !generates) {
+      if (storedConfig.runtime.thread === 'worker') {
         const started = await WorkerInstance.start(id, spec);
         config ??= started.config;
         if (started.deviceNote) deviceNotes.push(`${id}: ${started.deviceNote}`);
@@ -135,19 +126,28 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       const opened = await openInstance(spec);
       config ??= opened.config;
       if (opened.deviceNote) deviceNotes.push(`${id}: ${opened.deviceNote}`);
-      return new ModelInstance(id, opened.device, opened.session, opened.handler, opened.context);
+      return new ModelInstance(id, opened.device, opened.session, opened.handler, opened.context, opened.generation);
     };
     for (let index = 0; index < devices.length; index++) instances.push(await createInstance(index));
+    // Sequences go to whichever instances run when they arrive (restarts and scaling change them).
     const generator = generates
-      ? await startGenerator(
-          instances[0] as ModelInstance,
-          config as CompleteModelConfig,
-          { tokenizer, chat },
-          name,
-          version,
-          options,
-        )
+      ? (serving: () => readonly ServingInstance[]): Generator =>
+          startGenerator(
+            () => serving().filter(generatesText),
+            config as CompleteModelConfig,
+            { tokenizer, chat },
+            name,
+            version,
+            options,
+          )
       : undefined;
+    if (generator) {
+      const padding = instances.find((instance) => instance.padding)?.padding;
+      options.logger?.info(
+        { model: name, version, batching: padding?.batching },
+        `generation: sequences share steps ${padding?.batching === 'padded' ? 'padded' : 'only at equal lengths'}: ${padding?.reason ?? ''}`,
+      );
+    }
 
     const model = new LoadedModel({
       name,
@@ -211,33 +211,26 @@ async function loadPipeline(
   return loaded;
 }
 
-/** The decoding-step scheduler of a text-generation archive, warmed up and wired to the metrics. */
-async function startGenerator(
-  instance: ModelInstance,
+/** The requests' side of a text-generation archive's engines, wired to the metrics. */
+function startGenerator(
+  channels: () => readonly GenerationChannel[],
   config: CompleteModelConfig,
   text: { tokenizer: string | undefined; chat: ChatTemplate },
   name: string,
   version: string,
   { metrics }: LoadOptions,
-): Promise<Generator> {
-  const options =
-    config.generation ??
-    (validateField(modelConfigSchema.fields.generation, {}, 'generation', []) as GenerationOptions);
-  const generator = new Generator(
-    instance.session,
+): Generator {
+  return new Generator(
+    channels,
     decoderLayout(config.inputs, config.outputs),
     loadTokenizer(text.tokenizer, 'text-generation').tokenizer,
     text.chat,
-    options,
+    servedGenerationOptions(config.generation),
     {
       firstToken: (seconds) => metrics.firstToken(name, version, seconds),
       nextToken: (seconds) => metrics.nextToken(name, version, seconds),
       activeChanged: (active) => metrics.setActiveSequences(name, version, active),
+      cacheBytes: (used, reserved) => metrics.setCacheBytes(name, version, used, reserved),
     },
-    instance.device === SIMULATED_DEVICE
-      ? simulatedStepPacer(config.simulated_device ?? DEFAULT_SIMULATED_DEVICE)
-      : undefined,
   );
-  await generator.warmUp();
-  return generator;
 }

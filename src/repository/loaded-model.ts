@@ -49,8 +49,8 @@ export interface LoadedModelParts {
   readonly deviceNotes: readonly string[];
   readonly loadSeconds: number;
   readonly metrics: ServerMetrics;
-  /** Set for a text-generation archive: its decoding-step scheduler, on the first instance's session. */
-  readonly generator?: Generator;
+  /** Set for a text-generation archive: makes its generator over the instances serving at each request. */
+  readonly generator?: (instances: () => readonly ServingInstance[]) => Generator;
   readonly logger?: Logger;
   /** Waits out the backoff between restart attempts; tests pass one that takes no real time. */
   readonly restartDelay?: (ms: number) => Promise<void>;
@@ -101,7 +101,7 @@ export class LoadedModel {
     this.labels = parts.labels;
     this.loadSeconds = parts.loadSeconds;
     this.deviceNotes = parts.deviceNotes;
-    this.generator = parts.generator;
+    this.generator = parts.generator?.(() => this.#instanceList);
     this.#currentConfig = parts.config;
     this.#currentSignature = signatureOf(parts.config);
     this.#instanceList = [...parts.instances];

@@ -1,19 +1,10 @@
-import type ort from 'onnxruntime-node';
-import type { GenerationOptions } from '../config/model-config.js';
-import {
-  BatchserveError,
-  InferenceFailedError,
-  InferenceInputError,
-  ModelNotReadyError,
-  QueueFullError,
-  RequestCancelledError,
-} from '../core/errors.js';
-import { mulberry32 } from '../core/random.js';
+import { InferenceFailedError, ModelNotReadyError } from '../core/errors.js';
 import type { ChatTemplate } from '../handlers/chat-template.js';
 import type { TextTokenizer } from '../handlers/text-tokens.js';
-import { EMPTY_CACHE, runDecoderStep, type DecoderLayout, type SequenceCache } from './decoder-step.js';
-import { pickToken } from './sampling.js';
-import type { StepPacer } from './step-pacer.js';
+import { cacheBytesPerToken, type DecoderLayout } from './decoder-layout.js';
+import type { FinishReason, GenerationEvents, GenerationSubmission } from './generation-engine.js';
+import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
+import { fromWireError } from './worker-protocol.js';
 
 export interface GenerationRequest {
   readonly promptIds: readonly number[];
@@ -27,8 +18,6 @@ export interface GenerationRequest {
   readonly onText?: (text: string) => void;
 }
 
-export type FinishReason = 'stop' | 'length';
-
 export interface GenerationResult {
   readonly text: string;
   readonly finishReason: FinishReason;
@@ -36,312 +25,185 @@ export interface GenerationResult {
   readonly completionTokens: number;
 }
 
-/** What the metrics hear: seconds to a sequence's first token and between its tokens, the active count. */
+/** What the metrics hear: seconds to a sequence's first token and between its tokens, the running rows and cache. */
 export interface GenerationObserver {
   firstToken(seconds: number): void;
   nextToken(seconds: number): void;
   activeChanged(active: number): void;
+  cacheBytes(used: number, reserved: number): void;
 }
 
-interface Sequence {
+export interface GenerationListener {
+  events(events: GenerationEvents): void;
+  /** The thread holding the session stopped: its sequences are lost. */
+  stopped(error: Error): void;
+}
+
+/** The thread that holds a decoder's session and its engine, as the requests' side sees it. */
+export interface GenerationChannel {
+  submitGeneration(submission: GenerationSubmission): void;
+  cancelGeneration(id: number): void;
+  /** Its events reach `listener`, which replaces any before it. */
+  listenGeneration(listener: GenerationListener): void;
+}
+
+interface Pending {
   readonly request: GenerationRequest;
-  readonly random: () => number;
-  /** Its prompt plus max_tokens: what it may come to hold in the cache. */
-  readonly reserved: number;
-  /** The length of its longest stop string: how much new text is held back until it can't start one. */
-  readonly longestStop: number;
+  readonly channel: GenerationChannel;
   readonly startedAt: number;
-  readonly ids: number[];
-  cache: SequenceCache;
-  text: string;
-  emitted: number;
-  /** Incremental detokenizing: the ids from prefixOffset decode to text's tail, up to readOffset. */
-  prefixOffset: number;
-  readOffset: number;
   lastTokenAt: number | undefined;
   resolve(result: GenerationResult): void;
   reject(error: unknown): void;
 }
 
 /**
- * Iteration-level ("continuous") batching of one decoder: every step runs the next token of
- * every active sequence as one batch, sequences that finish leave at once and waiting ones
- * join between steps (their prompts run in that step, or in one of their own when they are
- * much longer than one token; within max_tokens_per_step),
- * each keeping its own key/value cache, re-batched at every step. A client that goes away
- * frees its place at the next step. With scheduling `request`, sequences join only a batch
- * that has not started decoding: whole-request batching, kept to measure against.
+ * The requests' side of generation, on the server's thread: checks a request against the
+ * model's limits at the door, sends it to an instance's engine (generation-engine.ts, in the
+ * instance's worker thread beside its session) and hands its text back as the engine's step
+ * events arrive. With several instances, a sequence goes to the one with the fewest.
  */
 export class Generator {
-  readonly #waiting: Sequence[] = [];
-  readonly #active: Sequence[] = [];
-  readonly #eos: ReadonlySet<number>;
-  #reserved = 0;
-  #running = false;
-  /** Request scheduling: the batch still takes sequences until its first decoding step. */
-  #forming = true;
+  readonly #pending = new Map<number, Pending>();
+  readonly #listening = new WeakSet<GenerationChannel>();
+  readonly #state = new Map<GenerationChannel, { active: number; used: number; reserved: number }>();
+  readonly #bytesPerToken: number;
+  #nextId = 0;
   #closed = false;
 
   constructor(
-    private readonly session: ort.InferenceSession,
+    /** The instances now: they change when one restarts or the count is scaled. */
+    private readonly channels: () => readonly GenerationChannel[],
     readonly layout: DecoderLayout,
     readonly tokenizer: TextTokenizer,
     /** How the chat route turns messages into a prompt. */
     readonly chat: ChatTemplate,
-    readonly options: GenerationOptions,
+    readonly options: ServedGenerationOptions,
     private readonly observer?: GenerationObserver,
-    /** On the simulated device: holds each step to its cost. */
-    private readonly pace?: StepPacer,
   ) {
-    this.#eos = new Set(options.eos_token_ids);
+    this.#bytesPerToken = cacheBytesPerToken(layout);
   }
 
-  /** Runs one token through the model, so a decoder that cannot run fails its load. */
-  async warmUp(): Promise<void> {
-    await runDecoderStep(this.session, this.layout, [{ ids: [0], cache: EMPTY_CACHE(this.layout.layers.length) }]);
-  }
-
-  get activeSequences(): number {
-    return this.#active.length;
-  }
-
-  /** Queues a sequence; refused at once when it could never run, or when too many wait. */
+  /** Queues a sequence; refused at once when it could never run. */
   generate(request: GenerationRequest): Promise<GenerationResult> {
-    const { options } = this;
     if (this.#closed) return Promise.reject(new ModelNotReadyError('the model is unloading'));
-    if (request.promptIds.length === 0) return Promise.reject(new InferenceInputError('the prompt has no tokens'));
-    const reserved = request.promptIds.length + request.maxTokens;
-    if (reserved > options.max_context) {
-      return Promise.reject(
-        new InferenceInputError(
-          `the prompt's ${request.promptIds.length} tokens and max_tokens ${request.maxTokens} come to ${reserved}, over this model's max_context of ${options.max_context}`,
-        ),
-      );
-    }
-    if (reserved > options.max_total_tokens) {
-      return Promise.reject(
-        new InferenceInputError(
-          `the prompt and max_tokens come to ${reserved} tokens, over max_total_tokens ${options.max_total_tokens}`,
-        ),
-      );
-    }
-    if (this.#waiting.length >= options.max_waiting) {
-      return Promise.reject(new QueueFullError(`${this.#waiting.length} requests already wait to be generated`));
-    }
-    if (request.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
+    const refusal = sequenceRefusal(this.options, this.#bytesPerToken, request.promptIds.length, request.maxTokens);
+    if (refusal) return Promise.reject(refusal);
+    const channel = this.#leastBusy();
+    if (!channel) return Promise.reject(new ModelNotReadyError('no instance of the model is running'));
+    const id = this.#nextId++;
     return new Promise<GenerationResult>((resolve, reject) => {
-      this.#waiting.push({
+      const { signal } = request;
+      const cancel = (): void => channel.cancelGeneration(id);
+      signal?.addEventListener('abort', cancel, { once: true });
+      const settle =
+        <T>(finish: (value: T) => void) =>
+        (value: T) => {
+          signal?.removeEventListener('abort', cancel);
+          finish(value);
+        };
+      this.#pending.set(id, {
         request,
-        random: mulberry32(request.seed ?? Math.floor(Math.random() * 2 ** 32)),
-        reserved,
-        longestStop: request.stop.reduce((most, stop) => Math.max(most, stop.length), 0),
+        channel,
         startedAt: performance.now(),
-        ids: [],
-        cache: EMPTY_CACHE(this.layout.layers.length),
-        text: '',
-        emitted: 0,
-        prefixOffset: 0,
-        readOffset: 0,
         lastTokenAt: undefined,
-        resolve,
-        reject,
+        resolve: settle(resolve),
+        reject: settle(reject),
       });
-      if (!this.#running) void this.#run().catch((error: unknown) => this.#failAll(error));
+      try {
+        channel.submitGeneration({
+          id,
+          promptIds: request.promptIds,
+          maxTokens: request.maxTokens,
+          temperature: request.temperature,
+          topP: request.topP,
+          stop: request.stop,
+          seed: request.seed ?? Math.floor(Math.random() * 2 ** 32),
+        });
+      } catch (error) {
+        this.#pending.delete(id);
+        reject(error instanceof Error ? error : new InferenceFailedError(String(error)));
+        return;
+      }
+      if (signal?.aborted) cancel();
     });
   }
 
-  /** Refuses what waits and ends what runs: the model is going away. */
+  /** Sequences running now, over every instance. */
+  get activeSequences(): number {
+    let active = 0;
+    for (const state of this.#state.values()) active += state.active;
+    return active;
+  }
+
+  /** Refuses what is still waiting for an answer: the model is going away (its instances end the rest). */
   close(): void {
     this.#closed = true;
-    this.#failAll(new ModelNotReadyError('the model was unloaded while generating'));
+    const error = new ModelNotReadyError('the model was unloaded while generating');
+    for (const pending of this.#pending.values()) pending.reject(error);
+    this.#pending.clear();
   }
 
-  /** Ends every sequence with `error`: on close, or if the loop itself broke (never the process). */
-  #failAll(error: unknown): void {
-    const reason =
-      error instanceof BatchserveError ? error : new InferenceFailedError(`generation failed: ${String(error)}`);
-    for (const sequence of [...this.#waiting, ...this.#active]) sequence.reject(reason);
-    this.#waiting.length = 0;
-    this.#active.length = 0;
-    this.#reserved = 0;
-  }
-
-  async #run(): Promise<void> {
-    this.#running = true;
-    try {
-      while (!this.#closed && (this.#waiting.length > 0 || this.#active.length > 0)) {
-        this.#dropCancelled();
-        const joining = this.#admit();
-        const decoding = joining.length === 0 || sharesStep(this.#active.length, joining) ? this.#active : [];
-        // A copy: sequences that finish leave #active while the step's results are handed out.
-        const rows = [...decoding, ...joining];
-        if (rows.length === 0) break;
-        if (decoding.length > 0) this.#forming = false;
-        let step;
-        try {
-          const startedAt = performance.now();
-          const fed = rows.map((sequence) => ({
-            ids: sequence.cache.length === 0 ? sequence.request.promptIds : [sequence.ids.at(-1) as number],
-            cache: sequence.cache,
-          }));
-          step = await runDecoderStep(this.session, this.layout, fed);
-          await this.pace?.(
-            fed.reduce((sum, row) => sum + row.ids.length, 0),
-            startedAt,
-          );
-        } catch (error) {
-          const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
-          for (const sequence of rows)
-            this.#end(sequence, undefined, new InferenceFailedError(`generation failed: ${message}`));
-          continue;
-        }
-        if (this.#closed) break;
-        this.#active.push(...joining);
-        this.observer?.activeChanged(this.#active.length);
-        rows.forEach((sequence, index) => {
-          sequence.cache = step.caches[index] as SequenceCache;
-          try {
-            this.#advance(sequence, step.logits[index] as Float32Array);
-          } catch (error) {
-            // A tokenizer that cannot decode what the model chose fails that sequence, not the loop.
-            const message = error instanceof Error ? error.message : String(error);
-            this.#end(sequence, undefined, new InferenceFailedError(`generation failed: ${message}`));
-          }
+  #leastBusy(): GenerationChannel | undefined {
+    let best: GenerationChannel | undefined;
+    let fewest = Infinity;
+    for (const channel of this.channels()) {
+      if (!this.#listening.has(channel)) {
+        this.#listening.add(channel);
+        channel.listenGeneration({
+          events: (events) => this.#heard(channel, events),
+          stopped: (error) => this.#stopped(channel, error),
         });
       }
-    } finally {
-      this.#running = false;
-      this.observer?.activeChanged(this.#active.length);
-    }
-  }
-
-  /** Who joins before the next step: in order, while there is room for them. */
-  #admit(): Sequence[] {
-    const { options } = this;
-    if (this.#active.length === 0) this.#forming = true;
-    if (options.scheduling === 'request' && !this.#forming) return [];
-    const joining: Sequence[] = [];
-    let budget = options.max_tokens_per_step;
-    for (;;) {
-      const next = this.#waiting[0];
-      if (next === undefined) break;
-      if (this.#active.length + joining.length >= options.max_active_sequences) break;
-      if (this.#reserved + next.reserved > options.max_total_tokens) break;
-      if (joining.length > 0 && next.request.promptIds.length > budget) break;
-      budget -= next.request.promptIds.length;
-      this.#waiting.shift();
-      this.#reserved += next.reserved;
-      joining.push(next);
-    }
-    return joining;
-  }
-
-  #dropCancelled(): void {
-    for (const list of [this.#waiting, this.#active]) {
-      for (let index = list.length - 1; index >= 0; index--) {
-        const sequence = list[index] as Sequence;
-        if (!sequence.request.signal?.aborted) continue;
-        list.splice(index, 1);
-        if (list === this.#active) this.#reserved -= sequence.reserved;
-        sequence.reject(new RequestCancelledError('the client went away'));
+      let load = 0;
+      for (const pending of this.#pending.values()) if (pending.channel === channel) load++;
+      if (load < fewest) {
+        fewest = load;
+        best = channel;
       }
     }
+    return best;
   }
 
-  /** The sequence's next token: drawn, timed, added to its text; the sequence ends when it should. */
-  #advance(sequence: Sequence, logits: Float32Array): void {
+  #heard(channel: GenerationChannel, events: GenerationEvents): void {
     const now = performance.now();
-    if (sequence.lastTokenAt === undefined) this.observer?.firstToken((now - sequence.startedAt) / 1000);
-    else this.observer?.nextToken((now - sequence.lastTokenAt) / 1000);
-    sequence.lastTokenAt = now;
-    const { request } = sequence;
-    const token = pickToken(logits, request, sequence.random);
-    sequence.ids.push(token);
-    if (this.#eos.has(token)) {
-      this.#end(sequence, 'stop');
-      return;
+    for (const [id, text] of events.tokens) {
+      const pending = this.#pending.get(id);
+      if (!pending) continue;
+      if (pending.lastTokenAt === undefined) this.observer?.firstToken((now - pending.startedAt) / 1000);
+      else this.observer?.nextToken((now - pending.lastTokenAt) / 1000);
+      pending.lastTokenAt = now;
+      if (text !== '') pending.request.onText?.(text);
     }
-    this.#detokenize(sequence);
-    const stopAt = firstStop(sequence.text, request.stop, sequence.emitted);
-    if (stopAt !== undefined) {
-      sequence.text = sequence.text.slice(0, stopAt);
-      this.#end(sequence, 'stop');
-      return;
+    for (const end of events.ended) {
+      const pending = this.#pending.get(end.id);
+      if (!pending) continue;
+      this.#pending.delete(end.id);
+      if ('error' in end) pending.reject(fromWireError(end.error));
+      else pending.resolve(end);
     }
-    const context = request.promptIds.length + sequence.ids.length;
-    if (sequence.ids.length >= request.maxTokens || context >= this.options.max_context) {
-      this.#end(sequence, 'length');
-      return;
-    }
-    this.#emit(sequence, false);
+    this.#state.set(channel, { active: events.active, used: events.usedBytes, reserved: events.reservedBytes });
+    this.#observeState();
   }
 
-  /**
-   * Adds the new token's text without decoding the whole answer again (vLLM's incremental
-   * detokenizer): the ids since the last read are decoded with the token before them, which
-   * brings the space or the word piece joining them, and what grew is appended; a token that
-   * adds nothing yet (a special one, half a character) waits for the next.
-   */
-  #detokenize(sequence: Sequence): void {
-    const decode = (from: number, to = sequence.ids.length): string =>
-      to > from ? this.tokenizer.decode(sequence.ids.slice(from, to), { skip_special_tokens: true }) : '';
-    const before = decode(sequence.prefixOffset, sequence.readOffset);
-    const after = decode(sequence.prefixOffset);
-    if (after.length > before.length && !after.endsWith('\ufffd')) {
-      sequence.text += after.slice(before.length);
-      sequence.prefixOffset = sequence.readOffset;
-      sequence.readOffset = sequence.ids.length;
+  #stopped(channel: GenerationChannel, error: Error): void {
+    const failure = new InferenceFailedError(`generation failed: ${error.message}`);
+    for (const [id, pending] of this.#pending) {
+      if (pending.channel !== channel) continue;
+      this.#pending.delete(id);
+      pending.reject(failure);
     }
+    this.#state.delete(channel);
+    this.#observeState();
   }
 
-  /** Sends what no stop string can still claim (and no half a character), or everything at the end. */
-  #emit(sequence: Sequence, final: boolean): void {
-    const { text } = sequence;
-    let end = final ? text.length : Math.max(text.length - Math.max(sequence.longestStop - 1, 0), 0);
-    if (!final && text.charCodeAt(end - 1) === 0xfffd) end -= 1;
-    if (end > sequence.emitted) {
-      sequence.request.onText?.(text.slice(sequence.emitted, end));
-      sequence.emitted = end;
+  #observeState(): void {
+    let used = 0;
+    let reserved = 0;
+    for (const state of this.#state.values()) {
+      used += state.used;
+      reserved += state.reserved;
     }
+    this.observer?.activeChanged(this.activeSequences);
+    this.observer?.cacheBytes(used, reserved);
   }
-
-  #end(sequence: Sequence, reason: FinishReason | undefined, error?: unknown): void {
-    const index = this.#active.indexOf(sequence);
-    if (index >= 0) this.#active.splice(index, 1);
-    // Held since it joined, whether its first step ran or failed.
-    this.#reserved -= sequence.reserved;
-    if (reason === undefined) {
-      sequence.reject(error);
-      return;
-    }
-    this.#emit(sequence, true);
-    sequence.resolve({
-      text: sequence.text,
-      finishReason: reason,
-      promptTokens: sequence.request.promptIds.length,
-      completionTokens: sequence.ids.length,
-    });
-  }
-}
-
-/** Where the first stop string begins, looking only where a new one could (from `from` back by the longest). */
-function firstStop(text: string, stops: readonly string[], from: number): number | undefined {
-  let first: number | undefined;
-  for (const stop of stops) {
-    const at = text.indexOf(stop, Math.max(from - stop.length, 0));
-    if (at >= 0 && (first === undefined || at < first)) first = at;
-  }
-  return first;
-}
-
-/**
- * Whether joining prompts run in the active sequences' decoding step rather than a step of
- * their own, which would hold every active sequence back a step: yes when padding every row to
- * the longest prompt at most doubles the tokens the step feeds.
- */
-function sharesStep(active: number, joining: readonly Sequence[]): boolean {
-  const prompts = joining.map((sequence) => sequence.request.promptIds.length);
-  const longest = Math.max(...prompts);
-  const fed = active + prompts.reduce((sum, length) => sum + length, 0);
-  return (active + joining.length) * longest <= 2 * fed;
 }

@@ -1,6 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { ModelInstance } from './model-instance.js';
 import { openInstance, type InstanceSpec } from './open-instance.js';
+import type { InstanceCommand } from './worker-instance.js';
 import { fromWireRequest, toWireError, toWireResponse, type WireRequest } from './worker-protocol.js';
 
 /**
@@ -17,7 +18,21 @@ try {
     started: () => port.postMessage({ type: 'importing-handler' }),
     finished: () => port.postMessage({ type: 'imported-handler' }),
   });
-  const instance = new ModelInstance(spec.id, opened.device, opened.session, opened.handler, opened.context);
+  const instance = new ModelInstance(
+    spec.id,
+    opened.device,
+    opened.session,
+    opened.handler,
+    opened.context,
+    opened.generation,
+  );
+  // One message a step, whatever the number of sequences in it.
+  if (opened.generation) {
+    instance.listenGeneration({
+      events: (events) => port.postMessage({ type: 'generation', events }),
+      stopped: () => undefined,
+    });
+  }
   const runAndAnswer = (id: number, requests: WireRequest[]): Promise<void> =>
     instance.run(requests.map(fromWireRequest)).then(
       ({ responses, timings }) => {
@@ -32,14 +47,28 @@ try {
   // Batches run one at a time, in the order they came: the batcher may send the next one while
   // one runs (WorkerInstance.queuesBatches), and it starts here the moment the last one ends.
   let previous: Promise<void> = Promise.resolve();
-  port.on('message', (message: { type: 'run'; id: number; requests: WireRequest[] } | { type: 'close' }) => {
-    if (message.type === 'close') {
-      void previous.then(() => instance.release()).finally(() => port.close());
-      return;
+  port.on('message', (message: InstanceCommand) => {
+    switch (message.type) {
+      case 'close':
+        void previous.then(() => instance.release()).finally(() => port.close());
+        return;
+      case 'generate':
+        instance.submitGeneration(message.submission);
+        return;
+      case 'cancel':
+        instance.cancelGeneration(message.id);
+        return;
+      case 'run':
+        previous = previous.then(() => runAndAnswer(message.id, message.requests));
     }
-    previous = previous.then(() => runAndAnswer(message.id, message.requests));
   });
-  port.postMessage({ type: 'ready', config: opened.config, device: opened.device, deviceNote: opened.deviceNote });
+  port.postMessage({
+    type: 'ready',
+    config: opened.config,
+    device: opened.device,
+    deviceNote: opened.deviceNote,
+    padding: opened.generation?.padding,
+  });
 } catch (error) {
   port.postMessage({ type: 'failed', error: toWireError(error) });
 }

@@ -4,13 +4,23 @@ import { BatchserveError, InferenceFailedError } from '../core/errors.js';
 import { runBatchTimed } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
+import type { GenerationEngine, GenerationSubmission } from './generation-engine.js';
+import type { GenerationChannel, GenerationListener } from './generator.js';
+import type { PaddingVerdict } from './padding-probe.js';
 
 /** An instance the repository can serve with and free: in this thread or in a worker. */
 export type ServingInstance = BatchRunner & {
   release(): Promise<void>;
   /** Instances that can die on their own (in a worker) report it, so they can be replaced. */
   onStopped?(listener: (error: Error) => void): void;
-};
+  /** A text-generation instance: how its decoder is batched. */
+  readonly padding?: PaddingVerdict;
+} & Partial<GenerationChannel>;
+
+/** An instance whose engine generates: a text-generation archive's, in this thread or a worker. */
+export function generatesText(instance: ServingInstance): instance is ServingInstance & GenerationChannel {
+  return instance.padding !== undefined && instance.submitGeneration !== undefined;
+}
 
 /**
  * One onnxruntime session on one device, running one batch at a time through the handler. It
@@ -18,9 +28,10 @@ export type ServingInstance = BatchRunner & {
  * batch in the same turn and sends the next at once, so there is no hop to hide, and a batch
  * kept in the queue can still time out or be overtaken by a higher priority.
  */
-export class ModelInstance implements ServingInstance {
+export class ModelInstance implements ServingInstance, GenerationChannel {
   readonly #handler: Handler;
   readonly #context: HandlerContext;
+  readonly #generation: { readonly engine: GenerationEngine; readonly padding: PaddingVerdict } | undefined;
 
   constructor(
     readonly id: string,
@@ -28,9 +39,32 @@ export class ModelInstance implements ServingInstance {
     readonly session: ort.InferenceSession,
     handler: Handler,
     context: HandlerContext,
+    generation?: { readonly engine: GenerationEngine; readonly padding: PaddingVerdict },
   ) {
     this.#handler = handler;
     this.#context = context;
+    this.#generation = generation;
+  }
+
+  get padding(): PaddingVerdict | undefined {
+    return this.#generation?.padding;
+  }
+
+  submitGeneration(submission: GenerationSubmission): void {
+    this.#engine().submit(submission);
+  }
+
+  cancelGeneration(id: number): void {
+    this.#engine().cancel(id);
+  }
+
+  listenGeneration(listener: GenerationListener): void {
+    this.#engine().listen((events) => listener.events(events));
+  }
+
+  #engine(): GenerationEngine {
+    if (!this.#generation) throw new InferenceFailedError(`instance ${this.id} does not generate text`);
+    return this.#generation.engine;
   }
 
   async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
@@ -44,7 +78,9 @@ export class ModelInstance implements ServingInstance {
     }
   }
 
-  release(): Promise<void> {
-    return this.session.release();
+  async release(): Promise<void> {
+    // No step may still be running on the session it frees.
+    await this.#generation?.engine.close();
+    await this.session.release();
   }
 }

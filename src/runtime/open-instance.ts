@@ -8,6 +8,9 @@ import { createDeviceSession, readSignature } from './session.js';
 import { syntheticFeeds } from '../core/tensors.js';
 import { ModelLoadError } from '../core/errors.js';
 import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE, SimulatedSession } from './simulated-device.js';
+import type { GenerationEngine } from './generation-engine.js';
+import { openGenerationEngine } from './open-generation.js';
+import type { PaddingVerdict } from './padding-probe.js';
 
 /** Everything one instance needs, as plain data so it can cross into a worker thread. */
 export interface InstanceSpec {
@@ -35,6 +38,8 @@ export interface OpenedInstance {
   readonly handler: Handler;
   readonly context: HandlerContext;
   readonly config: CompleteModelConfig;
+  /** A text-generation instance's engine, which steps the session itself. */
+  readonly generation?: { readonly engine: GenerationEngine; readonly padding: PaddingVerdict };
 }
 
 /** Told when the handler's import starts and ends, so a thread outside can time it. */
@@ -81,9 +86,20 @@ export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatc
       ...(spec.tokenizer !== undefined ? { tokenizer: spec.tokenizer } : {}),
     });
     await handler.initialize?.(context);
-    // A decoder's cache inputs cannot be made up from zeros; its generator warms it up instead.
-    if (config.warmup && !handler.decodesSteps) await warmUp(handler, context, config);
-    return { session, device, ...(note ? { deviceNote: note } : {}), handler, context, config };
+    // A decoder's cache inputs cannot be made up from zeros; its engine's padding probe runs it instead.
+    const generation = handler.decodesSteps
+      ? await openGenerationEngine(session, config, spec.tokenizer, device)
+      : undefined;
+    if (config.warmup && !generation) await warmUp(handler, context, config);
+    return {
+      session,
+      device,
+      ...(note ? { deviceNote: note } : {}),
+      handler,
+      context,
+      config,
+      ...(generation ? { generation } : {}),
+    };
   } catch (error) {
     await session.release();
     throw error;

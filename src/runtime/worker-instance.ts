@@ -9,29 +9,46 @@ import {
   fromWireResponse,
   toWireRequest,
   type WireError,
+  type WireRequest,
   type WireResponse,
 } from './worker-protocol.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
+import type { GenerationEvents, GenerationSubmission } from './generation-engine.js';
+import type { GenerationChannel, GenerationListener } from './generator.js';
+import type { PaddingVerdict } from './padding-probe.js';
 
 type WorkerMessage =
   | { type: 'importing-handler' | 'imported-handler' }
-  | { type: 'ready'; config: CompleteModelConfig; device: string; deviceNote?: string }
+  | { type: 'ready'; config: CompleteModelConfig; device: string; deviceNote?: string; padding?: PaddingVerdict }
   | { type: 'failed'; error: WireError }
-  | { type: 'result'; id: number; responses?: WireResponse[]; timings?: BatchTimings; error?: WireError };
+  | { type: 'result'; id: number; responses?: WireResponse[]; timings?: BatchTimings; error?: WireError }
+  | { type: 'generation'; events: GenerationEvents };
+
+/** What the server sends an instance's worker. */
+export type InstanceCommand =
+  | { type: 'run'; id: number; requests: WireRequest[] }
+  | { type: 'generate'; submission: GenerationSubmission }
+  | { type: 'cancel'; id: number }
+  | { type: 'close' };
 
 interface Waiting {
   resolve(result: { responses: unknown[]; timings: BatchTimings }): void;
   reject(error: unknown): void;
 }
 
-/** A model instance living in its own worker thread; batches go there and answers come back. */
-export class WorkerInstance implements BatchRunner {
+/**
+ * A model instance living in its own worker thread; batches go there and answers come back.
+ * A text-generation instance's engine runs there too: sequences go in, each step's events
+ * come back.
+ */
+export class WorkerInstance implements BatchRunner, GenerationChannel {
   /** The worker takes messages in turn: a batch sent while one runs starts as soon as it ends. */
   readonly queuesBatches = true;
   #nextId = 0;
   readonly #waiting = new Map<number, Waiting>();
   #failure: Error | undefined;
   #stoppedListener: ((error: Error) => void) | undefined;
+  #generationListener: GenerationListener | undefined;
   #exited = false;
   readonly #worker: Worker;
 
@@ -39,9 +56,11 @@ export class WorkerInstance implements BatchRunner {
     readonly id: string,
     readonly device: string,
     worker: Worker,
+    readonly padding: PaddingVerdict | undefined,
   ) {
     this.#worker = worker;
     worker.on('message', (message: WorkerMessage) => {
+      if (message.type === 'generation') this.#generationListener?.events(message.events);
       if (message.type !== 'result') return;
       const waiting = this.#waiting.get(message.id);
       this.#waiting.delete(message.id);
@@ -57,6 +76,7 @@ export class WorkerInstance implements BatchRunner {
       this.#failure = new InferenceFailedError(`instance ${id} stopped: ${error.message}`);
       for (const waiting of this.#waiting.values()) waiting.reject(this.#failure);
       this.#waiting.clear();
+      this.#generationListener?.stopped(this.#failure);
       this.#stoppedListener?.(this.#failure);
     };
     worker.on('error', fail);
@@ -124,7 +144,7 @@ export class WorkerInstance implements BatchRunner {
         if (onExit) worker.off('exit', onExit);
       });
     return {
-      instance: new WorkerInstance(id, ready.device, worker),
+      instance: new WorkerInstance(id, ready.device, worker, ready.padding),
       config: ready.config,
       ...(ready.deviceNote ? { deviceNote: ready.deviceNote } : {}),
     };
@@ -143,8 +163,25 @@ export class WorkerInstance implements BatchRunner {
     const transfer = wire.length === 1 && only && requests[0]?.movable ? buffersOf(only) : [];
     return new Promise((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject });
-      this.#worker.postMessage({ type: 'run', id, requests: wire }, transfer);
+      this.#post({ type: 'run', id, requests: wire }, transfer);
     });
+  }
+
+  submitGeneration(submission: GenerationSubmission): void {
+    if (this.#failure) throw this.#failure;
+    this.#post({ type: 'generate', submission });
+  }
+
+  cancelGeneration(id: number): void {
+    if (!this.#failure) this.#post({ type: 'cancel', id });
+  }
+
+  listenGeneration(listener: GenerationListener): void {
+    this.#generationListener = listener;
+  }
+
+  #post(command: InstanceCommand, transfer: ArrayBuffer[] = []): void {
+    this.#worker.postMessage(command, transfer);
   }
 
   /** Called once if the worker stops on its own (an uncaught error, process.exit in a handler). */
@@ -157,7 +194,7 @@ export class WorkerInstance implements BatchRunner {
     if (this.#exited) return;
     this.#worker.removeAllListeners('exit');
     const exited = new Promise<void>((resolve) => this.#worker.once('exit', () => resolve()));
-    this.#worker.postMessage({ type: 'close' });
+    this.#post({ type: 'close' });
     await exited;
   }
 }

@@ -16,18 +16,17 @@ const MAX_NEW = 12;
 const TOKENIZER = JSON.stringify(wordPieceTokenizer({ specialTokens: false }));
 const { tokenizer } = loadTokenizer(TOKENIZER);
 
-/** What greedy decoding must answer a prompt: the model's definition, decoded by the real tokenizer. */
+/**
+ * What greedy decoding must answer a prompt: the model's definition, decoded by the real
+ * tokenizer after the prompt, as vLLM and TGI give it (the prompt and answer decoded together,
+ * less the prompt: a word's leading space, a word piece joining the prompt's last word).
+ */
 function expected(prompt: string, maxTokens: number): { text: string; finish: string; tokens: number } {
-  const ids = greedyDecode(expectedIds(prompt, { specialTokens: false }), {
-    vocab: TEXT_VOCAB.length,
-    maxTokens,
-    eos: [EOS],
-  });
+  const promptIds = expectedIds(prompt, { specialTokens: false });
+  const ids = greedyDecode(promptIds, { vocab: TEXT_VOCAB.length, maxTokens, eos: [EOS] });
   const finish = ids.at(-1) === EOS ? 'stop' : 'length';
-  const text = tokenizer.decode(
-    ids.filter((id) => id !== EOS),
-    { skip_special_tokens: true },
-  );
+  const decode = (tokens: number[]): string => tokenizer.decode(tokens, { skip_special_tokens: true });
+  const text = decode([...promptIds, ...ids.filter((id) => id !== EOS)]).slice(decode(promptIds).length);
   return { text, finish, tokens: ids.length };
 }
 

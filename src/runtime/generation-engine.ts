@@ -1,0 +1,486 @@
+import type ort from 'onnxruntime-node';
+import { InferenceFailedError, ModelNotReadyError, QueueFullError, RequestCancelledError } from '../core/errors.js';
+import { mulberry32 } from '../core/random.js';
+import type { TextTokenizer } from '../handlers/text-tokens.js';
+import { BatchCache, type StepTokens } from './batch-cache.js';
+import { cacheBytesPerToken, type DecoderLayout } from './decoder-layout.js';
+import { IncrementalDetokenizer } from './detokenizer.js';
+import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
+import type { DecoderBatching } from './padding-probe.js';
+import { pickToken } from './sampling.js';
+import type { StepPacer } from './step-pacer.js';
+import { toWireError, type WireError } from './worker-protocol.js';
+
+/** One sequence to generate, as it crosses to the thread that holds the session. */
+export interface GenerationSubmission {
+  readonly id: number;
+  readonly promptIds: readonly number[];
+  readonly maxTokens: number;
+  readonly temperature: number;
+  readonly topP: number;
+  readonly stop: readonly string[];
+  readonly seed: number;
+}
+
+export type FinishReason = 'stop' | 'length';
+
+export type SequenceEnd =
+  | {
+      readonly id: number;
+      readonly text: string;
+      readonly finishReason: FinishReason;
+      readonly promptTokens: number;
+      readonly completionTokens: number;
+    }
+  | { readonly id: number; readonly error: WireError };
+
+/** What one step did, sent to the requests' side once a step (or at once for a refusal). */
+export interface GenerationEvents {
+  /** Each sequence that took a token: its id and the text that became final (often ''). */
+  readonly tokens: readonly (readonly [number, string])[];
+  readonly ended: readonly SequenceEnd[];
+  readonly active: number;
+  /** Bytes the running batches' caches hold now, padding included. */
+  readonly usedBytes: number;
+  /** Bytes they may come to hold before their sequences end: what admission counts. */
+  readonly reservedBytes: number;
+}
+
+interface Sequence {
+  readonly submission: GenerationSubmission;
+  readonly random: () => number;
+  /** The length of its longest stop string: how much new text is held back until it can't start one. */
+  readonly longestStop: number;
+  readonly detokenizer: IncrementalDetokenizer;
+  /** What its next step feeds: its prompt, then its last token. */
+  feed: StepTokens;
+  /** Prompt tokens not yet in the cache. */
+  unfed: number;
+  generated: number;
+  text: string;
+  emitted: number;
+  /** Its end was sent; its row leaves at the next repack. */
+  ended: boolean;
+  cancelled: boolean;
+}
+
+interface RunningBatch {
+  sequences: Sequence[];
+  cache: BatchCache;
+  /** A step of it decoded (not only read prompts): request scheduling then takes no one. */
+  decoding: boolean;
+}
+
+/**
+ * Iteration-level ("continuous") batching of one decoder, in the thread that holds its
+ * session: every step runs the next token of every row of a running batch as one pass;
+ * sequences that end leave and waiting ones join between steps. The batch's key/value cache
+ * stays where the pass left it (batch-cache.ts): rows are copied only when some join or leave.
+ *
+ * `padded` decoders keep one running batch: joining prompts share the decoding step when
+ * padding costs at most double, else they run a step of their own and merge after it.
+ * `equal-length` decoders run a batch per prompt length that started together, in turn.
+ * Admission counts rows (max_active_sequences), tokens (max_total_tokens) and the bytes the
+ * caches may come to hold, padding included (kv_cache_bytes); who cannot join waits, in order.
+ */
+export class GenerationEngine {
+  readonly #waiting: Sequence[] = [];
+  readonly #byId = new Map<number, Sequence>();
+  #batches: RunningBatch[] = [];
+  #turn = 0;
+  /** The step loop while it runs: resolved once it has nothing to do. */
+  #loop: Promise<void> | undefined;
+  #closed = false;
+  readonly #bytesPerToken: number;
+  #tokens: [number, string][] = [];
+  #ended: SequenceEnd[] = [];
+  #emit: (events: GenerationEvents) => void = () => undefined;
+
+  constructor(
+    private readonly session: ort.InferenceSession,
+    readonly layout: DecoderLayout,
+    private readonly tokenizer: TextTokenizer,
+    readonly options: ServedGenerationOptions,
+    readonly batching: DecoderBatching,
+    /** On the simulated device: holds each step to its cost. */
+    private readonly pace?: StepPacer,
+  ) {
+    this.#bytesPerToken = cacheBytesPerToken(layout);
+  }
+
+  /** Where the events of every step go (one listener: the thread's link to the requests' side). */
+  listen(emit: (events: GenerationEvents) => void): void {
+    this.#emit = emit;
+  }
+
+  /** Queues a sequence; its tokens and its end come back through the listener. */
+  submit(submission: GenerationSubmission): void {
+    const refusal = this.#refusal(submission);
+    if (refusal) {
+      this.#ended.push({ id: submission.id, error: toWireError(refusal) });
+      this.#send();
+      return;
+    }
+    const sequence: Sequence = {
+      submission,
+      random: mulberry32(submission.seed),
+      longestStop: submission.stop.reduce((most, stop) => Math.max(most, stop.length), 0),
+      detokenizer: new IncrementalDetokenizer(this.tokenizer, submission.promptIds),
+      feed: submission.promptIds,
+      unfed: submission.promptIds.length,
+      generated: 0,
+      text: '',
+      emitted: 0,
+      ended: false,
+      cancelled: false,
+    };
+    this.#waiting.push(sequence);
+    this.#byId.set(submission.id, sequence);
+    this.#wake();
+  }
+
+  /** The client went away: a waiting sequence ends now, a running one at the next step. */
+  cancel(id: number): void {
+    const sequence = this.#byId.get(id);
+    if (!sequence || sequence.ended) return;
+    sequence.cancelled = true;
+    const index = this.#waiting.indexOf(sequence);
+    if (index < 0) return;
+    this.#waiting.splice(index, 1);
+    this.#end(sequence, new RequestCancelledError('the client went away'));
+    this.#send();
+  }
+
+  /** Ends every sequence, and resolves once no step runs: the session may then be released. */
+  close(): Promise<void> {
+    this.#closed = true;
+    const error = new ModelNotReadyError('the model was unloaded while generating');
+    for (const sequence of [...this.#waiting, ...this.#batches.flatMap((batch) => batch.sequences)]) {
+      if (!sequence.ended) this.#end(sequence, error);
+    }
+    this.#waiting.length = 0;
+    this.#batches = [];
+    this.#send();
+    return this.#loop ?? Promise.resolve();
+  }
+
+  #refusal(submission: GenerationSubmission): Error | undefined {
+    if (this.#closed) return new ModelNotReadyError('the model is unloading');
+    const never = sequenceRefusal(this.options, this.#bytesPerToken, submission.promptIds.length, submission.maxTokens);
+    if (never) return never;
+    if (this.#waiting.length >= this.options.max_waiting) {
+      return new QueueFullError(`${this.#waiting.length} requests already wait to be generated`);
+    }
+    return undefined;
+  }
+
+  #wake(): void {
+    this.#loop ??= this.#run().finally(() => {
+      this.#loop = undefined;
+      // Sequences that arrived while the loop was ending.
+      if (this.#waiting.length > 0 && !this.#closed) this.#wake();
+    });
+  }
+
+  async #run(): Promise<void> {
+    try {
+      for (;;) {
+        const batch = this.#plan();
+        if (!batch || this.#closed) break;
+        await this.#step(batch);
+        this.#merge();
+        this.#send();
+      }
+    } catch (error) {
+      // The loop's own bookkeeping broke: every sequence hears it, the thread goes on.
+      const failure = new InferenceFailedError(`generation failed: ${String(error)}`);
+      for (const sequence of this.#byId.values()) if (!sequence.ended) this.#end(sequence, failure);
+      this.#waiting.length = 0;
+      this.#batches = [];
+      this.#send();
+    }
+  }
+
+  /** Who joins, which batch runs next, and the one repack that either needs. */
+  #plan(): RunningBatch | undefined {
+    for (const batch of this.#batches) {
+      for (const sequence of batch.sequences) {
+        if (sequence.cancelled && !sequence.ended)
+          this.#end(sequence, new RequestCancelledError('the client went away'));
+      }
+    }
+    const joining = this.#admit();
+    let next: RunningBatch | undefined;
+    if (joining.length > 0) {
+      const main = this.batching === 'padded' ? this.#batches[0] : undefined;
+      if (main && sharesStep(live(main).length, joining)) {
+        main.cache = BatchCache.pack(this.layout, [
+          { cache: main.cache, rows: liveRows(main) },
+          { cache: BatchCache.empty(this.layout, joining.length), rows: joining.map((_, row) => row) },
+        ]);
+        main.sequences = [...live(main), ...joining];
+        next = main;
+      } else {
+        next = { sequences: joining, cache: BatchCache.empty(this.layout, joining.length), decoding: false };
+        this.#batches.push(next);
+      }
+    }
+    this.#batches = this.#batches.filter((batch) => live(batch).length > 0);
+    if (!next && this.#batches.length > 0) {
+      // Unread prompts first (their first token is what a client waits for), then in turn.
+      this.#turn = (this.#turn + 1) % this.#batches.length;
+      next = this.#batches.find((batch) => batch.cache.width === 0) ?? this.#batches[this.#turn];
+    }
+    if (!next) return undefined;
+    if (live(next).length < next.sequences.length) {
+      next.cache = BatchCache.pack(this.layout, [{ cache: next.cache, rows: liveRows(next) }]);
+      next.sequences = live(next);
+    }
+    return next;
+  }
+
+  /** Who joins before the next step: in order, while every limit holds (equal-length: the first one's length only). */
+  #admit(): Sequence[] {
+    const { options } = this;
+    if (this.#waiting.length === 0) return [];
+    if (options.scheduling === 'request' && this.#batches.some((batch) => batch.decoding)) return [];
+    const rowLimit = this.layout.singleRow ? 1 : options.max_active_sequences;
+    let rows = 0;
+    let tokens = 0;
+    for (const batch of this.#batches) {
+      rows += live(batch).length;
+      for (const sequence of live(batch)) tokens += reservedTokens(sequence);
+    }
+    const length = (this.#waiting[0] as Sequence).submission.promptIds.length;
+    const joining: Sequence[] = [];
+    let promptBudget = options.max_tokens_per_step;
+    for (const next of this.#waiting) {
+      const prompt = next.submission.promptIds.length;
+      if (this.batching === 'equal-length' && prompt !== length) continue;
+      if (rows + joining.length >= rowLimit) break;
+      if (tokens + reservedTokens(next) > options.max_total_tokens) break;
+      if (joining.length > 0 && prompt > promptBudget) break;
+      if (this.#reservedBytesWith([...joining, next]) > options.kv_cache_bytes) break;
+      promptBudget -= prompt;
+      tokens += reservedTokens(next);
+      joining.push(next);
+    }
+    if (joining.length > 0) {
+      const joined = new Set(joining);
+      const left = this.#waiting.filter((sequence) => !joined.has(sequence));
+      this.#waiting.length = 0;
+      this.#waiting.push(...left);
+    }
+    return joining;
+  }
+
+  /**
+   * The bytes every batch may come to hold if `joining` joined: a batch's rows times the width
+   * its longest-lived row can reach. Padded, the joiners share the one batch's width.
+   */
+  #reservedBytesWith(joining: readonly Sequence[]): number {
+    const batches = this.#batches.map((batch) => live(batch));
+    if (joining.length > 0) {
+      const main = this.batching === 'padded' ? batches[0] : undefined;
+      if (main) main.push(...joining);
+      else batches.push([...joining]);
+    }
+    let tokens = 0;
+    this.#batches.forEach((batch, index) => {
+      tokens += worstWidth(batch.cache.width, batches[index] as Sequence[]) * (batches[index] as Sequence[]).length;
+    });
+    const fresh = batches[this.#batches.length];
+    if (fresh) tokens += worstWidth(0, fresh) * fresh.length;
+    return tokens * this.#bytesPerToken;
+  }
+
+  async #step(batch: RunningBatch): Promise<void> {
+    const rows = batch.sequences;
+    const tokens = rows.map((sequence) => sequence.feed);
+    if (rows.some((sequence) => sequence.generated > 0)) batch.decoding = true;
+    let outputs: ort.InferenceSession.ReturnType;
+    try {
+      const startedAt = performance.now();
+      outputs = await this.session.run(batch.cache.feeds(tokens), batch.cache.fetches());
+      batch.cache.advance(outputs, tokens);
+      await this.pace?.(
+        tokens.reduce((sum, row) => sum + row.length, 0),
+        startedAt,
+      );
+    } catch (error) {
+      const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+      const failure = new InferenceFailedError(`generation failed: ${message}`);
+      for (const sequence of rows) if (!sequence.ended) this.#end(sequence, failure);
+      this.#batches = this.#batches.filter((other) => other !== batch);
+      return;
+    }
+    if (this.#closed) return;
+    const logits = outputs[this.layout.logits] as ort.Tensor;
+    const [, fed = 1, vocab = 0] = logits.dims;
+    const data = logits.data as Float32Array;
+    rows.forEach((sequence, r) => {
+      sequence.unfed = 0;
+      if (sequence.ended) return;
+      try {
+        this.#advance(sequence, data.subarray((r * fed + fed - 1) * vocab, (r * fed + fed) * vocab));
+      } catch (error) {
+        // A tokenizer that cannot decode what the model chose fails that sequence, not the loop.
+        const message = error instanceof Error ? error.message : String(error);
+        this.#end(sequence, new InferenceFailedError(`generation failed: ${message}`));
+      }
+    });
+  }
+
+  /** The sequence's next token: drawn, added to its text; the sequence ends when it should. */
+  #advance(sequence: Sequence, logits: Float32Array): void {
+    const { submission } = sequence;
+    const token = pickToken(logits, submission, sequence.random);
+    sequence.generated++;
+    sequence.feed = [token];
+    if (this.options.eos_token_ids.includes(token)) {
+      this.#finish(sequence, 'stop');
+      return;
+    }
+    sequence.text += sequence.detokenizer.push(token);
+    const stopAt = firstStop(sequence.text, submission.stop, sequence.emitted);
+    if (stopAt !== undefined) {
+      sequence.text = sequence.text.slice(0, stopAt);
+      this.#finish(sequence, 'stop');
+      return;
+    }
+    const context = submission.promptIds.length + sequence.generated;
+    if (sequence.generated >= submission.maxTokens || context >= this.options.max_context) {
+      sequence.text += sequence.detokenizer.flush();
+      this.#finish(sequence, 'length');
+      return;
+    }
+    this.#tokens.push([submission.id, this.#release(sequence, false)]);
+  }
+
+  /** Text no stop string can still claim (and no half a character), or everything at the end. */
+  #release(sequence: Sequence, final: boolean): string {
+    const { text } = sequence;
+    let end = final ? text.length : Math.max(text.length - Math.max(sequence.longestStop - 1, 0), 0);
+    if (!final && text.charCodeAt(end - 1) === 0xfffd) end -= 1;
+    if (end <= sequence.emitted) return '';
+    const piece = text.slice(sequence.emitted, end);
+    sequence.emitted = end;
+    return piece;
+  }
+
+  #finish(sequence: Sequence, reason: FinishReason): void {
+    this.#tokens.push([sequence.submission.id, this.#release(sequence, true)]);
+    sequence.ended = true;
+    this.#byId.delete(sequence.submission.id);
+    this.#ended.push({
+      id: sequence.submission.id,
+      text: sequence.text,
+      finishReason: reason,
+      promptTokens: sequence.submission.promptIds.length,
+      completionTokens: sequence.generated,
+    });
+  }
+
+  #end(sequence: Sequence, error: Error): void {
+    sequence.ended = true;
+    this.#byId.delete(sequence.submission.id);
+    this.#ended.push({ id: sequence.submission.id, error: toWireError(error) });
+  }
+
+  /** Batches that can share a step become one: padded, all of them; equal-length, those of one length. */
+  #merge(): void {
+    const ready = this.#batches.filter((batch) => batch.cache.width > 0 && live(batch).length > 0);
+    if (ready.length < 2) return;
+    const groups = new Map<number, RunningBatch[]>();
+    for (const batch of ready) {
+      if (this.batching === 'equal-length' && !batch.cache.dense) continue;
+      const key = this.batching === 'padded' ? 0 : batch.cache.width;
+      groups.set(key, [...(groups.get(key) ?? []), batch]);
+    }
+    for (const group of groups.values()) {
+      if (group.length < 2) continue;
+      const merged: RunningBatch = {
+        sequences: group.flatMap(live),
+        cache: BatchCache.pack(
+          this.layout,
+          group.map((batch) => ({ cache: batch.cache, rows: liveRows(batch) })),
+        ),
+        decoding: group.some((batch) => batch.decoding),
+      };
+      this.#batches = [merged, ...this.#batches.filter((batch) => !group.includes(batch))];
+    }
+  }
+
+  #send(): void {
+    if (this.#tokens.length === 0 && this.#ended.length === 0) return;
+    let usedBytes = 0;
+    let active = 0;
+    for (const batch of this.#batches) {
+      usedBytes += batch.cache.bytes;
+      active += live(batch).length;
+    }
+    const events: GenerationEvents = {
+      tokens: this.#tokens,
+      ended: this.#ended,
+      active,
+      usedBytes,
+      reservedBytes: this.#reservedBytesWith([]),
+    };
+    this.#tokens = [];
+    this.#ended = [];
+    this.#emit(events);
+  }
+}
+
+function live(batch: RunningBatch): Sequence[] {
+  return batch.sequences.filter((sequence) => !sequence.ended);
+}
+
+function liveRows(batch: RunningBatch): number[] {
+  const rows: number[] = [];
+  batch.sequences.forEach((sequence, row) => {
+    if (!sequence.ended) rows.push(row);
+  });
+  return rows;
+}
+
+/** Tokens a sequence may hold in the cache: its prompt and every token it may add. */
+function reservedTokens(sequence: Sequence): number {
+  return sequence.submission.promptIds.length + sequence.submission.maxTokens;
+}
+
+/** The width a batch's cache can reach: today's, plus the longest unread prompt, plus the most tokens any row may still add. */
+function worstWidth(width: number, sequences: readonly Sequence[]): number {
+  let unfed = 0;
+  let remaining = 0;
+  for (const sequence of sequences) {
+    unfed = Math.max(unfed, sequence.unfed);
+    remaining = Math.max(remaining, sequence.submission.maxTokens - sequence.generated);
+  }
+  return width + unfed + remaining;
+}
+
+/** Where the first stop string begins, looking only where a new one could (from `from` back by the longest). */
+function firstStop(text: string, stops: readonly string[], from: number): number | undefined {
+  let first: number | undefined;
+  for (const stop of stops) {
+    const at = text.indexOf(stop, Math.max(from - stop.length, 0));
+    if (at >= 0 && (first === undefined || at < first)) first = at;
+  }
+  return first;
+}
+
+/**
+ * Whether joining prompts run in the running batch's decoding step rather than a step of their
+ * own, which would hold every running sequence back a step: yes when padding every row to the
+ * longest prompt at most doubles the tokens the step feeds.
+ */
+function sharesStep(running: number, joining: readonly Sequence[]): boolean {
+  let longest = 0;
+  let fed = running;
+  for (const sequence of joining) {
+    longest = Math.max(longest, sequence.unfed);
+    fed += sequence.unfed;
+  }
+  return (running + joining.length) * longest <= 2 * fed;
+}

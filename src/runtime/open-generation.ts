@@ -1,0 +1,36 @@
+import type ort from 'onnxruntime-node';
+import type { CompleteModelConfig } from '../config/model-config.js';
+import { loadTokenizer } from '../handlers/text-tokens.js';
+import { decoderLayout } from './decoder-layout.js';
+import { GenerationEngine } from './generation-engine.js';
+import { servedGenerationOptions } from './generation-options.js';
+import { probePadding, type PaddingVerdict } from './padding-probe.js';
+import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE } from './simulated-device.js';
+import { simulatedStepPacer } from './step-pacer.js';
+
+/**
+ * The generation engine of a text-generation instance, beside its session: the model's
+ * layout and tokenizer read, how it can be batched probed (which also warms it up), and on the
+ * simulated device each step held to its cost.
+ */
+export async function openGenerationEngine(
+  session: ort.InferenceSession,
+  config: CompleteModelConfig,
+  tokenizerJson: string | undefined,
+  device: string,
+): Promise<{ engine: GenerationEngine; padding: PaddingVerdict }> {
+  const layout = decoderLayout(config.inputs, config.outputs);
+  const { tokenizer } = loadTokenizer(tokenizerJson, 'text-generation');
+  const padding = await probePadding(session, layout);
+  const pace =
+    device === SIMULATED_DEVICE ? simulatedStepPacer(config.simulated_device ?? DEFAULT_SIMULATED_DEVICE) : undefined;
+  const engine = new GenerationEngine(
+    session,
+    layout,
+    tokenizer,
+    servedGenerationOptions(config.generation),
+    padding.batching,
+    pace,
+  );
+  return { engine, padding };
+}
