@@ -174,8 +174,12 @@ export class GenerationEngine {
     return undefined;
   }
 
+  /**
+   * Starts the step loop unless it runs; its first plan waits for the turn to end, so
+   * sequences that arrive together (a burst's messages, queued in one turn) start together.
+   */
   #wake(): void {
-    this.#loop ??= this.#run().finally(() => {
+    this.#loop ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#run()).finally(() => {
       this.#loop = undefined;
       // Sequences that arrived while the loop was ending.
       if (this.#waiting.length > 0 && !this.#closed) this.#wake();
