@@ -642,10 +642,17 @@ def merge_decoders(no_past_path, with_past_path, path):
     """Optimum's merged decoder: an If on use_cache_branch between the no-past graph (else) and
     the with-past graph (then), with the weights they share stored once in the outer graph."""
     no_past, with_past = onnx.load(str(no_past_path)), onnx.load(str(with_past_path))
+
+    def content(initializer):
+        unnamed = onnx.TensorProto()
+        unnamed.CopyFrom(initializer)
+        unnamed.name = ""
+        return unnamed.SerializeToString()
+
     shared, names = {}, {}
     for tag, model in (("no_past", no_past), ("with_past", with_past)):
         for initializer in model.graph.initializer:
-            key = (initializer.data_type, tuple(initializer.dims), initializer.raw_data or initializer.SerializeToString())
+            key = content(initializer)
             if key not in shared:
                 name = f"shared.{len(shared)}"
                 shared[key] = onnx.TensorProto()
