@@ -1,0 +1,170 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { packArchive } from '../../src/archive/pack.js';
+import { loadTokenizer, type TextTokenizer } from '../../src/handlers/text-tokens.js';
+import { startTestServer } from '../fixtures/server.js';
+import { tempDir } from '../fixtures/temp.js';
+import {
+  DECODER_FIXTURES,
+  readDecoderAnswers,
+  readEncoderAnswers,
+  torchTextFiles,
+  type DecoderAnswers,
+  type DecoderFixture,
+  type DecoderPrompt,
+} from '../fixtures/torch-text.js';
+
+/** Fewer places than prompts: in a burst some wait and join sequences already decoding. */
+const ACTIVE = 3;
+
+async function packDecoder(dir: string, name: DecoderFixture, answers: DecoderAnswers): Promise<string> {
+  const files = torchTextFiles(name);
+  const configFile = join(dir, 'model-config.yaml');
+  await writeFile(
+    configFile,
+    // No max_batch_size: generation batches by max_active_sequences, and a merged export's
+    // use_cache_branch [1] has no batch dimension, which the default (0 then) allows.
+    [
+      'text:',
+      '  tokenizer_file: tokenizer.json',
+      'generation:',
+      `  eos_token_ids: [${answers.eos_token_id}]`,
+      `  max_active_sequences: ${ACTIVE}`,
+      `  max_new_tokens: ${answers.max_new_tokens}`,
+      `  max_context: ${answers.position_limit ?? 2048}`,
+      '',
+    ].join('\n'),
+  );
+  const packed = await packArchive({
+    modelName: name,
+    serializedFile: files.model,
+    handler: 'text-generation',
+    configFile,
+    extraFiles: [files.tokenizer],
+    exportPath: join(dir, 'store'),
+    force: true,
+  });
+  return packed.path;
+}
+
+interface Completion {
+  readonly prompt: string;
+  readonly text: string | undefined;
+  readonly finish_reason: string | undefined;
+  readonly prompt_tokens: number | undefined;
+  readonly completion_tokens: number | undefined;
+}
+
+/**
+ * What vLLM and TGI answer for torch's greedy ids: the text the new ids add to the prompt's,
+ * decode(prompt + new) less decode(prompt), so a SentencePiece answer keeps the space its first
+ * word piece carries; eos counts as a completion token but adds no text.
+ */
+function expected(tokenizer: TextTokenizer, answers: DecoderAnswers, prompt: DecoderPrompt): Completion {
+  const stopped = prompt.greedy.at(-1) === answers.eos_token_id;
+  const newIds = stopped ? prompt.greedy.slice(0, -1) : prompt.greedy;
+  const before = tokenizer.decode(prompt.ids, { skip_special_tokens: true });
+  const after = tokenizer.decode([...prompt.ids, ...newIds], { skip_special_tokens: true });
+  assert.ok(after.startsWith(before), `${prompt.text}: the answer's ids decode onto the prompt's text`);
+  return {
+    prompt: prompt.text,
+    text: after.slice(before.length),
+    finish_reason: stopped ? 'stop' : 'length',
+    prompt_tokens: prompt.ids.length,
+    completion_tokens: prompt.greedy.length,
+  };
+}
+
+for (const name of DECODER_FIXTURES) {
+  test(`${name}: greedy completions equal torch's, each prompt alone and all of them at once`, async (t) => {
+    const answers = await readDecoderAnswers(name);
+    assert.ok(answers.prompts.length > ACTIVE);
+    const { tokenizer } = loadTokenizer(await readFile(torchTextFiles(name).tokenizer, 'utf8'), 'text-generation');
+    const want = answers.prompts.map((prompt) => expected(tokenizer, answers, prompt));
+    const dir = await tempDir(t);
+    const server = await startTestServer(t, { models: [`${name}=${await packDecoder(dir, name, answers)}`] });
+    const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const complete = async (prompt: DecoderPrompt): Promise<Completion> => {
+      const answer = await client.completions.create({
+        model: name,
+        prompt: prompt.text,
+        max_tokens: answers.max_new_tokens,
+        temperature: 0,
+      });
+      return {
+        prompt: prompt.text,
+        text: answer.choices[0]?.text,
+        finish_reason: answer.choices[0]?.finish_reason,
+        prompt_tokens: answer.usage?.prompt_tokens,
+        completion_tokens: answer.usage?.completion_tokens,
+      };
+    };
+
+    await t.test('each prompt alone, one after another', async () => {
+      const got: Completion[] = [];
+      for (const prompt of answers.prompts) got.push(await complete(prompt));
+      assert.deepEqual(got, want);
+    });
+
+    // Prompts of 2 to 20 tokens over three places: rows of different cache lengths share steps,
+    // padded on the left, and sequences leave and join between them.
+    await t.test(`all ${answers.prompts.length} prompts at once over ${ACTIVE} places`, async () => {
+      assert.deepEqual(await Promise.all(answers.prompts.map(complete)), want);
+    });
+  });
+}
+
+test("encoder-bert: /v1/embeddings equals torch's mean-pooled embeddings within 1e-4, alone and padded into batches", async (t) => {
+  const answers = await readEncoderAnswers();
+  const files = torchTextFiles('encoder-bert');
+  const dir = await tempDir(t);
+  const configFile = join(dir, 'model-config.yaml');
+  await writeFile(
+    configFile,
+    [
+      'max_batch_size: 8',
+      'dynamic_batching:',
+      '  max_queue_delay: 5ms',
+      'text:',
+      '  tokenizer_file: tokenizer.json',
+      `  max_length: ${answers.position_limit}`,
+      '',
+    ].join('\n'),
+  );
+  const packed = await packArchive({
+    modelName: 'encoder-bert',
+    serializedFile: files.model,
+    handler: 'text-embedding',
+    configFile,
+    extraFiles: [files.tokenizer],
+    exportPath: join(dir, 'store'),
+    force: true,
+  });
+  const server = await startTestServer(t, { models: [`encoder-bert=${packed.path}`] });
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const assertClose = (actual: readonly number[] | undefined, want: readonly number[], what: string): void => {
+    assert.equal(actual?.length, want.length, what);
+    const worst = Math.max(...want.map((value, index) => Math.abs((actual?.[index] ?? NaN) - value)));
+    assert.ok(worst < 1e-4, `${what}: off by ${worst}`);
+  };
+
+  const together = await client.embeddings.create({
+    model: 'encoder-bert',
+    input: answers.texts.map((item) => item.text),
+  });
+  const tokens = answers.texts.reduce((sum, item) => sum + item.ids.length, 0);
+  assert.deepEqual(together.usage, { prompt_tokens: tokens, total_tokens: tokens });
+  answers.texts.forEach((item, index) => assertClose(together.data[index]?.embedding, item.embedding, item.text));
+
+  const alone = await Promise.all(
+    answers.texts.map((item) => client.embeddings.create({ model: 'encoder-bert', input: item.text })),
+  );
+  alone.forEach((answer, index) => {
+    const item = answers.texts[index];
+    assert.ok(item);
+    assertClose(answer.data[0]?.embedding, item.embedding, `${item.text} alone`);
+  });
+});
