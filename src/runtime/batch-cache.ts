@@ -3,6 +3,8 @@ import type { DecoderLayout } from './decoder-layout.js';
 
 /** What a padded position feeds: any id the model has; its mask says it is not there. */
 const PAD_ID = 0;
+/** A batch is repacked once what a repack frees passes 1/SLACK_SHARE of its real positions. */
+const SLACK_SHARE = 8;
 
 /** One row's part of a step: the tokens it feeds after its cache (its prompt, or its last token). */
 export type StepTokens = readonly number[];
@@ -50,6 +52,21 @@ export class BatchCache {
   /** Bytes its tensors hold, padding included. */
   get bytes(): number {
     return this.#past.reduce((sum, data) => sum + data.byteLength, 0);
+  }
+
+  /**
+   * Whether a repack would free more than a share of the positions real tokens hold: holes a
+   * shared prompt step left, padding every row has. A step costs more the wider the cache
+   * (attention, and the copies the graph makes of it), every step; a repack copies it once.
+   */
+  get worthRepacking(): boolean {
+    let longest = 0;
+    let real = 0;
+    for (const length of this.lengths) {
+      longest = Math.max(longest, length);
+      real += length;
+    }
+    return this.rows * (this.width - longest) * SLACK_SHARE > real;
   }
 
   /** Every row holds the same tokens at the same positions: no padding, no holes. */

@@ -179,11 +179,13 @@ export class GenerationEngine {
    * sequences that arrive together (a burst's messages, queued in one turn) start together.
    */
   #wake(): void {
-    this.#loop ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.#run()).finally(() => {
-      this.#loop = undefined;
-      // Sequences that arrived while the loop was ending.
-      if (this.#waiting.length > 0 && !this.#closed) this.#wake();
-    });
+    this.#loop ??= new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.#run())
+      .finally(() => {
+        this.#loop = undefined;
+        // Sequences that arrived while the loop was ending.
+        if (this.#waiting.length > 0 && !this.#closed) this.#wake();
+      });
   }
 
   async #run(): Promise<void> {
@@ -319,6 +321,10 @@ export class GenerationEngine {
       return;
     }
     if (this.#closed) return;
+    // Holes a shared prompt step left go now, while every row is still in the batch.
+    if (batch.cache.worthRepacking) {
+      batch.cache = BatchCache.pack(this.layout, [{ cache: batch.cache, rows: rows.map((_, row) => row) }]);
+    }
     const logits = outputs[this.layout.logits] as ort.Tensor;
     const [, fed = 1, vocab = 0] = logits.dims;
     const data = logits.data as Float32Array;

@@ -3,7 +3,6 @@ import { rename, rm, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
-import { request } from 'undici';
 import { defaultArchiveLimits } from '../archive/limits.js';
 import { BatchserveError, ModelConflictError, ModelLoadError, UsageError } from '../core/errors.js';
 import { assertStoreWritable } from '../repository/store-catalog.js';
@@ -28,6 +27,8 @@ export async function downloadArchive(url: string, store: string, options: Downl
   }
   const limit = options.maxBytes ?? defaultArchiveLimits.maxTotalBytes;
   const partial = `${target}.partial-${process.pid}`;
+  // undici takes about 15 MB loaded: only a server that downloads an archive loads it.
+  const { request } = await import('undici');
   const response = await request(url, { headersTimeout: 30_000, bodyTimeout: 60_000 }).catch((error: Error) => {
     throw new ModelLoadError(`cannot fetch ${url}: ${error.message}`);
   });

@@ -1,5 +1,14 @@
-import { build, type Histogram } from 'hdr-histogram-js';
+import { createRequire } from 'node:module';
+import type * as HdrHistogram from 'hdr-histogram-js';
+import type { Histogram } from 'hdr-histogram-js';
 import type { ShadowComparison } from './shadow-compare.js';
+
+/** hdr-histogram-js takes about 16 MB loaded: only a server that runs a canary or an experiment loads it. */
+let library: typeof HdrHistogram | undefined;
+function histograms(): typeof HdrHistogram {
+  library ??= createRequire(import.meta.url)('hdr-histogram-js') as typeof HdrHistogram;
+  return library;
+}
 
 /** What a feedback joined to one prediction says about it. */
 export interface FeedbackQuality {
@@ -54,7 +63,7 @@ export class VersionWindow {
   #rewards = 0;
   #rewardSum = 0;
   #rewardSquares = 0;
-  readonly #latencyUs: Histogram = build({
+  readonly #latencyUs: Histogram = histograms().build({
     lowestDiscernibleValue: 1,
     highestTrackableValue: 3_600_000_000,
     numberOfSignificantValueDigits: 3,
