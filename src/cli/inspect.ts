@@ -2,6 +2,7 @@ import { modelConfigToYaml } from '../config/load.js';
 import { openArchive } from '../archive/source.js';
 import { readArchiveContents, requireEntry, type FileCheck } from '../archive/read.js';
 import { failedChecksError, hashChecks } from '../archive/verify.js';
+import { describeDecoder } from '../runtime/open-generation.js';
 import { readModelSignature } from '../runtime/session.js';
 import { createTable } from '../core/table.js';
 import { formatBytes, formatShape } from './format.js';
@@ -21,16 +22,23 @@ export async function runInspect(location: string, options: { json: boolean; ver
     const modelFile = manifest.model.serializedFile;
     // A pipeline has no graph: its config's tensors are what it serves.
     // A file that failed its check is not parsed: its bytes are not the ones packed.
+    const modelBytes = config.pipeline || bad.length > 0 ? undefined : await requireEntry(source, modelFile);
+    const modelSource = `${location}!${modelFile}`;
     const model = config.pipeline
       ? { inputs: config.inputs ?? [], outputs: config.outputs ?? [] }
-      : bad.length > 0
-        ? { inputs: [], outputs: [] }
-        : await readModelSignature(await requireEntry(source, modelFile), `${location}!${modelFile}`);
+      : modelBytes
+        ? await readModelSignature(modelBytes, modelSource)
+        : { inputs: [], outputs: [] };
+    // How serve will batch a decoder is found by running it, as serve does at load.
+    const generation =
+      manifest.model.handler === 'text-generation' && modelBytes
+        ? await describeDecoder(modelBytes, model, modelSource)
+        : undefined;
     const sizes = new Map(source.entries.map((entry) => [entry.path, entry]));
     const verified = checks === undefined ? null : bad.length === 0;
     if (options.json) {
       process.stdout.write(
-        `${JSON.stringify({ location, format: source.format, verified, files: checks, manifest, config, model }, null, 2)}\n`,
+        `${JSON.stringify({ location, format: source.format, verified, files: checks, manifest, config, model, ...(generation ? { generation } : {}) }, null, 2)}\n`,
       );
       requireIntact(location, checks);
       return;
@@ -43,6 +51,12 @@ export async function runInspect(location: string, options: { json: boolean; ver
       `batching   max_batch_size ${config.max_batch_size ?? '?'}, max_queue_delay ${batching.max_queue_delay === 'auto' ? 'auto' : `${batching.max_queue_delay} µs`}, ` +
         `preferred [${batching.preferred_batch_sizes.join(', ')}], max_queue_size ${batching.max_queue_size}`,
       `instances  ${config.instances.map((group) => `${group.count} × ${group.device}`).join(', ')}`,
+      ...(generation
+        ? [
+            `generation sequences share a step ${generation.batching === 'padded' ? 'padded' : 'only at equal lengths'}: ${generation.reason}; ` +
+              `${formatBytes(generation.cacheBytesPerToken)} of key/value cache a token`,
+          ]
+        : []),
       `integrity  ${integrityLine(checks, bad)}`,
       ...modelVariantLines(info),
     ];

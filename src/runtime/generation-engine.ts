@@ -168,8 +168,11 @@ export class GenerationEngine {
     if (this.#closed) return new ModelNotReadyError('the model is unloading');
     const never = sequenceRefusal(this.options, this.#bytesPerToken, submission.promptIds.length, submission.maxTokens);
     if (never) return never;
-    if (this.#waiting.length >= this.options.max_waiting) {
-      return new QueueFullError(`${this.#waiting.length} requests already wait to be generated`);
+    // Those that will join at the next step are not waiting: only the rest count.
+    const rows = this.#batches.reduce((sum, batch) => sum + live(batch).length, 0);
+    const places = Math.max(this.#rowLimit - rows, 0);
+    if (this.#waiting.length - places >= this.options.max_waiting) {
+      return new QueueFullError(`${this.#waiting.length - places} requests already wait to be generated`);
     }
     return undefined;
   }
@@ -194,6 +197,8 @@ export class GenerationEngine {
         const batch = this.#plan();
         if (!batch || this.#closed) break;
         await this.#step(batch);
+        // A batch whose every sequence ended holds its cache no longer.
+        this.#batches = this.#batches.filter((running) => live(running).length > 0);
         this.#merge();
         this.#send();
       }
@@ -245,12 +250,17 @@ export class GenerationEngine {
     return next;
   }
 
+  /** Rows a step may hold. */
+  get #rowLimit(): number {
+    return this.layout.singleRow ? 1 : this.options.max_active_sequences;
+  }
+
   /** Who joins before the next step: in order, while every limit holds (equal-length: the first one's length only). */
   #admit(): Sequence[] {
     const { options } = this;
     if (this.#waiting.length === 0) return [];
     if (options.scheduling === 'request' && this.#batches.some((batch) => batch.decoding)) return [];
-    const rowLimit = this.layout.singleRow ? 1 : options.max_active_sequences;
+    const rowLimit = this.#rowLimit;
     let rows = 0;
     let tokens = 0;
     for (const batch of this.#batches) {

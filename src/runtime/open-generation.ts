@@ -1,10 +1,11 @@
 import type ort from 'onnxruntime-node';
 import type { CompleteModelConfig } from '../config/model-config.js';
 import { loadTokenizer } from '../handlers/text-tokens.js';
-import { decoderLayout } from './decoder-layout.js';
+import { cacheBytesPerToken, decoderLayout } from './decoder-layout.js';
 import { GenerationEngine } from './generation-engine.js';
 import { servedGenerationOptions } from './generation-options.js';
 import { probePadding, type PaddingVerdict } from './padding-probe.js';
+import { createSession, type ModelSignature } from './session.js';
 import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE } from './simulated-device.js';
 import { simulatedStepPacer } from './step-pacer.js';
 
@@ -33,4 +34,23 @@ export async function openGenerationEngine(
     pace,
   );
   return { engine, padding };
+}
+
+/** How a text-generation archive's decoder will be batched, and what a token costs in its cache: for `inspect`. */
+export async function describeDecoder(
+  model: Uint8Array,
+  signature: ModelSignature,
+  source: string,
+): Promise<PaddingVerdict & { readonly cacheBytesPerToken: number }> {
+  const layout = decoderLayout(signature.inputs, signature.outputs);
+  const session = await createSession(
+    model,
+    { runtime: { intra_op_threads: 1, inter_op_threads: 1, graph_optimization_level: 'all' } },
+    source,
+  );
+  try {
+    return { ...(await probePadding(session, layout)), cacheBytesPerToken: cacheBytesPerToken(layout) };
+  } finally {
+    await session.release();
+  }
 }

@@ -1,7 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import { packArchive } from '../../src/archive/pack.js';
 import { loadTokenizer, type TextTokenizer } from '../../src/handlers/text-tokens.js';
@@ -19,6 +22,7 @@ import {
 
 /** Fewer places than prompts: in a burst some wait and join sequences already decoding. */
 const ACTIVE = 3;
+const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
 
 async function packDecoder(dir: string, name: DecoderFixture, answers: DecoderAnswers): Promise<string> {
   const files = torchTextFiles(name);
@@ -85,7 +89,20 @@ for (const name of DECODER_FIXTURES) {
     const { tokenizer } = loadTokenizer(await readFile(torchTextFiles(name).tokenizer, 'utf8'), 'text-generation');
     const want = answers.prompts.map((prompt) => expected(tokenizer, answers, prompt));
     const dir = await tempDir(t);
-    const server = await startTestServer(t, { models: [`${name}=${await packDecoder(dir, name, answers)}`] });
+    const archive = await packDecoder(dir, name, answers);
+
+    // Left padding shifts a model's positions when it numbers them by the cache's width.
+    const { stdout } = await promisify(execFile)(process.execPath, [
+      BIN,
+      'model-archive',
+      'inspect',
+      '--json',
+      archive,
+    ]);
+    const { generation } = JSON.parse(stdout) as { generation: { batching: string; cacheBytesPerToken: number } };
+    assert.equal(generation.batching, name === 'decoder-gpt2-nopos' ? 'equal-length' : 'padded', 'inspect says');
+
+    const server = await startTestServer(t, { models: [`${name}=${archive}`] });
     const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
     const complete = async (prompt: DecoderPrompt): Promise<Completion> => {
       const answer = await client.completions.create({

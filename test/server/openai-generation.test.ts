@@ -40,6 +40,7 @@ async function packDecoder(
     waiting = 1024,
     sim = false,
     chatTemplate = undefined as string | undefined,
+    cacheBytes = undefined as number | undefined,
   } = {},
 ): Promise<string> {
   const model = await writeModel(dir, 'decoder.onnx', decoderModel(TEXT_VOCAB.length));
@@ -65,6 +66,7 @@ async function packDecoder(
       `  max_context: ${context}`,
       `  scheduling: ${scheduling}`,
       `  max_waiting: ${waiting}`,
+      ...(cacheBytes !== undefined ? [`  kv_cache_bytes: ${cacheBytes}`] : []),
       '',
     ].join('\n'),
   );
@@ -315,9 +317,11 @@ test('on the simulated device a decoder answers the same, each step held to fixe
   const families = await scrapeMetrics(server);
   const between = (suffix: string): number =>
     samplesOf(families, `batchserve_inter_token_latency_seconds_${suffix}`, { model: 'writer' })[0]?.value ?? 0;
-  // A decoding step of one sequence feeds one token: at least 5 + 1 ms each.
+  // A decoding step of one sequence feeds one token: 5 + 1 ms each (the real decoder takes
+  // microseconds). Tokens are timed as they reach the server's thread from the instance's, so
+  // the first one's delivery can shorten the sum by a fraction of a step.
   assert.equal(between('count'), 7);
-  assert.ok(between('sum') / 7 >= 0.006, `${(between('sum') / 7) * 1000} ms a step`);
+  assert.ok(between('sum') / 7 >= 0.9 * 0.006, `${(between('sum') / 7) * 1000} ms a step`);
 });
 
 test("chat runs the model's own Jinja template from tokenizer_config.json, and a template's raise_exception is a 400", async (t) => {
@@ -360,4 +364,34 @@ test('a request that names no max_tokens takes what the context leaves, not more
   assert.ok(room > 0 && room < MAX_NEW);
   assert.equal(chat.choices[0]?.message.content, expected(prompt, room).text);
   assert.equal(chat.usage?.completion_tokens, expected(prompt, room).tokens);
+});
+
+test('generation.kv_cache_bytes: a request whose cache could never fit is a 400 naming it, the cache in use and reserved is exported', async (t) => {
+  const dir = await tempDir(t);
+  // The generated decoder's cache: 1 layer, 1 head of 4, a key and a value: 32 bytes a token.
+  const server = await startTestServer(t, { models: [`writer=${await packDecoder(dir, { cacheBytes: 10 * 32 })}`] });
+  const url = `${server.urls.inference}/v1/completions`;
+  const tooBig = await call(url, { body: JSON.stringify({ model: 'writer', prompt: 'hello world', max_tokens: 9 }) });
+  assert.equal(tooBig.status, 400);
+  assert.match(
+    tooBig.body.error.message,
+    /11 tokens, 352 bytes of key\/value cache, over generation.kv_cache_bytes 320/,
+  );
+  assert.equal(tooBig.body.code, 'BS_ERR_INFERENCE_INPUT');
+
+  // Each fits alone (up to 2 prompt tokens and 8 new): the three run one after another.
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const answers = await Promise.all(
+    ['hello', 'the cat', 'dog'].map((prompt) =>
+      client.completions.create({ model: 'writer', prompt, max_tokens: 8, temperature: 0 }),
+    ),
+  );
+  answers.forEach((answer, index) =>
+    assert.equal(answer.choices[0]?.text, expected(['hello', 'the cat', 'dog'][index] as string, 8).text),
+  );
+  const metrics = await scrapeMetrics(server);
+  for (const state of ['used', 'reserved']) {
+    const sample = samplesOf(metrics, 'batchserve_kv_cache_bytes', { model: 'writer', state })[0];
+    assert.equal(sample?.value, 0, `${state}: nothing is held once every answer is sent`);
+  }
 });

@@ -1,0 +1,219 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import ort from 'onnxruntime-node';
+import { loadTokenizer, type TextTokenizer } from '../../src/handlers/text-tokens.js';
+import { BatchCache } from '../../src/runtime/batch-cache.js';
+import { cacheBytesPerToken, decoderLayout, type DecoderLayout } from '../../src/runtime/decoder-layout.js';
+import { IncrementalDetokenizer } from '../../src/runtime/detokenizer.js';
+import {
+  GenerationEngine,
+  type GenerationEvents,
+  type GenerationSubmission,
+  type SequenceEnd,
+} from '../../src/runtime/generation-engine.js';
+import { servedGenerationOptions } from '../../src/runtime/generation-options.js';
+import { probePadding } from '../../src/runtime/padding-probe.js';
+import { readSignature } from '../../src/runtime/session.js';
+import {
+  readDecoderAnswers,
+  torchTextFiles,
+  type DecoderAnswers,
+  type DecoderFixture,
+} from '../fixtures/torch-text.js';
+
+interface Opened {
+  readonly session: ort.InferenceSession;
+  readonly layout: DecoderLayout;
+  readonly tokenizer: TextTokenizer;
+  readonly answers: DecoderAnswers;
+}
+
+const opened = new Map<DecoderFixture, Promise<Opened>>();
+
+/** One session per fixture for the whole file. */
+function open(name: DecoderFixture): Promise<Opened> {
+  let fixture = opened.get(name);
+  if (!fixture) {
+    fixture = (async () => {
+      const files = torchTextFiles(name);
+      const session = await ort.InferenceSession.create(files.model, { intraOpNumThreads: 1 });
+      const { inputs, outputs } = readSignature(session, name);
+      const { tokenizer } = loadTokenizer(await readFile(files.tokenizer, 'utf8'), 'text-generation');
+      return { session, layout: decoderLayout(inputs, outputs), tokenizer, answers: await readDecoderAnswers(name) };
+    })();
+    opened.set(name, fixture);
+  }
+  return fixture;
+}
+
+/** Runs `submissions` through an engine, recording every step's events; resolves with each sequence's end. */
+async function generate(
+  fixture: Opened,
+  submissions: readonly GenerationSubmission[],
+  generation: Record<string, unknown> = {},
+): Promise<{ ends: Map<number, SequenceEnd>; steps: GenerationEvents[]; batching: string }> {
+  const { batching } = await probePadding(fixture.session, fixture.layout);
+  const options = servedGenerationOptions({
+    ...servedGenerationOptions(undefined),
+    eos_token_ids: [fixture.answers.eos_token_id],
+    max_context: 64,
+    ...generation,
+  });
+  const engine = new GenerationEngine(fixture.session, fixture.layout, fixture.tokenizer, options, batching);
+  const ends = new Map<number, SequenceEnd>();
+  const steps: GenerationEvents[] = [];
+  await new Promise<void>((resolve) => {
+    engine.listen((events) => {
+      steps.push(events);
+      for (const end of events.ended) ends.set(end.id, end);
+      if (ends.size === submissions.length) resolve();
+    });
+    for (const submission of submissions) engine.submit(submission);
+  });
+  return { ends, steps, batching };
+}
+
+function submission(id: number, promptIds: readonly number[], maxTokens: number): GenerationSubmission {
+  return { id, promptIds, maxTokens, temperature: 0, topP: 1, stop: [], seed: 1 };
+}
+
+/** torch's greedy ids, as the engine must have produced them: text and count. */
+function assertTorchAnswer(fixture: Opened, end: SequenceEnd | undefined, index: number): void {
+  const prompt = fixture.answers.prompts[index];
+  assert.ok(prompt && end && !('error' in end), `prompt ${index} ended with an answer`);
+  assert.equal(end.completionTokens, prompt.greedy.length, prompt.text);
+  const stopped = prompt.greedy.at(-1) === fixture.answers.eos_token_id;
+  const decode = (ids: readonly number[]): string => fixture.tokenizer.decode([...ids], { skip_special_tokens: true });
+  const newIds = stopped ? prompt.greedy.slice(0, -1) : prompt.greedy;
+  assert.equal(end.text, decode([...prompt.ids, ...newIds]).slice(decode(prompt.ids).length), prompt.text);
+}
+
+test('a batch cache repacked as rows join and leave gives each row the logits it has alone', async () => {
+  const { session, layout } = await open('decoder-llama');
+  const run = async (cache: BatchCache, tokens: number[][]): Promise<Float32Array[]> => {
+    const outputs = await session.run(cache.feeds(tokens), cache.fetches());
+    cache.advance(outputs, tokens);
+    const logits = outputs.logits as ort.Tensor;
+    const [, fed = 1, vocab = 0] = logits.dims;
+    return tokens.map((_, r) =>
+      (logits.data as Float32Array).slice((r * fed + fed - 1) * vocab, (r * fed + fed) * vocab),
+    );
+  };
+  const alone = async (steps: number[][]): Promise<Float32Array> => {
+    const cache = BatchCache.empty(layout, 1);
+    let last: Float32Array = new Float32Array(0);
+    for (const step of steps) [last = last] = await run(cache, [step]);
+    return last;
+  };
+  const assertClose = (got: Float32Array | undefined, want: Float32Array, what: string): void => {
+    assert.equal(got?.length, want.length, what);
+    const worst = want.reduce((most, value, i) => Math.max(most, Math.abs(value - (got?.[i] ?? NaN))), 0);
+    assert.ok(worst < 1e-4, `${what}: off by ${worst}`);
+  };
+
+  // Rows of 6 and 2 prompt tokens, then a decode step: row 1 is padded in its cache.
+  const batch = BatchCache.empty(layout, 2);
+  await run(batch, [
+    [1, 20, 30, 40, 50, 60],
+    [1, 70],
+  ]);
+  await run(batch, [[7], [8]]);
+  assert.equal(batch.width, 7);
+  // Row 0 leaves; a 4-token prompt joins and shares the step with row 1's next token.
+  const joined = BatchCache.pack(layout, [
+    { cache: batch, rows: [1] },
+    { cache: BatchCache.empty(layout, 1), rows: [0] },
+  ]);
+  assert.deepEqual([joined.width, [...joined.lengths]], [3, [3, 0]], 'only row 1 is kept, right-aligned');
+  const [kept, fresh] = await run(joined, [[9], [1, 11, 12, 13]]);
+  assertClose(kept, await alone([[1, 70], [8], [9]]), 'the kept row, with a hole before its token');
+  assertClose(fresh, await alone([[1, 11, 12, 13]]), 'the joined row, left-padded');
+  assert.ok(joined.worthRepacking, 'three holes beside 7 real positions are worth a repack');
+  const repacked = BatchCache.pack(layout, [{ cache: joined, rows: [0, 1] }]);
+  assert.equal(repacked.width, 4);
+  const [keptNext, freshNext] = await run(repacked, [[5], [6]]);
+  assertClose(keptNext, await alone([[1, 70], [8], [9], [5]]), 'the kept row after the repack');
+  assertClose(freshNext, await alone([[1, 11, 12, 13], [6]]), 'the joined row after the repack');
+});
+
+test("a decoder without position_ids shares steps only with rows of its length, and answers as torch's", async () => {
+  const fixture = await open('decoder-gpt2-nopos');
+  const { prompts } = fixture.answers;
+  // The same prompt four times, so rows of one length can share steps, beside every other prompt.
+  const twin = prompts.findIndex((prompt) => prompt.greedy.length === fixture.answers.max_new_tokens);
+  const indices = [...prompts.keys(), twin, twin, twin];
+  const { ends, steps, batching } = await generate(
+    fixture,
+    indices.map((index, id) => submission(id, prompts[index]?.ids ?? [], fixture.answers.max_new_tokens)),
+    { max_active_sequences: 4 },
+  );
+  assert.equal(batching, 'equal-length');
+  indices.forEach((index, id) => assertTorchAnswer(fixture, ends.get(id), index));
+  const most = Math.max(...steps.map((step) => step.tokens.length));
+  assert.ok(most >= 4, `the four rows of one length took tokens in one step (at most ${most} did)`);
+});
+
+test('a padded decoder answers every prompt as torch does while they join and leave one running batch', async () => {
+  const fixture = await open('decoder-gpt2');
+  const { prompts } = fixture.answers;
+  const { ends, steps, batching } = await generate(
+    fixture,
+    prompts.map((prompt, id) => submission(id, prompt.ids, fixture.answers.max_new_tokens)),
+    { max_active_sequences: 3 },
+  );
+  assert.equal(batching, 'padded');
+  prompts.forEach((_, id) => assertTorchAnswer(fixture, ends.get(id), id));
+  assert.ok(Math.max(...steps.map((step) => step.active)) === 3, 'three rows ran together');
+});
+
+test('kv_cache_bytes admits a sequence only while what every batch may come to hold fits; the rest wait their turn', async () => {
+  const fixture = await open('decoder-llama');
+  const { prompts } = fixture.answers;
+  const perToken = cacheBytesPerToken(fixture.layout);
+  const maxTokens = 8;
+  // Room for the longest prompt and its answer, padded twice over: one or two rows, never all.
+  const longest = Math.max(...prompts.map((prompt) => prompt.ids.length));
+  const budget = 2 * (longest + maxTokens) * perToken;
+  const { ends, steps } = await generate(
+    fixture,
+    prompts.map((prompt, id) => submission(id, prompt.ids, maxTokens)),
+    { kv_cache_bytes: budget, max_active_sequences: 16 },
+  );
+  for (const [id, end] of ends) assert.ok(!('error' in end), `sequence ${id}: ${JSON.stringify(end)}`);
+  assert.ok(
+    steps.every((step) => step.reservedBytes <= budget && step.usedBytes <= budget),
+    'what the caches held and could come to hold stayed within kv_cache_bytes',
+  );
+  const most = Math.max(...steps.map((step) => step.active));
+  assert.ok(most >= 2 && most < prompts.length, `the budget let ${most} of ${prompts.length} run together`);
+
+  // One that could never fit is refused at once, naming the limit; nothing else is held up.
+  const { ends: refused } = await generate(fixture, [submission(0, prompts[0]?.ids ?? [], 60)], {
+    kv_cache_bytes: 10 * perToken,
+  });
+  const end = refused.get(0);
+  assert.ok(end && 'error' in end);
+  assert.equal(end.error.code, 'BS_ERR_INFERENCE_INPUT');
+  assert.match(end.error.message, /kv_cache_bytes/);
+});
+
+test('new text keeps what decoding the new ids alone would drop, and an answer cut inside a character ends as a whole decode does', async () => {
+  const llama = await open('decoder-llama');
+  const prompt = llama.tokenizer.encode('The cat').ids;
+  const word = llama.tokenizer.encode('The cat sat').ids.slice(prompt.length);
+  const detokenizer = new IncrementalDetokenizer(llama.tokenizer, prompt);
+  const text = word.map((id) => detokenizer.push(id)).join('') + detokenizer.flush();
+  assert.equal(text, ' sat', "SentencePiece's leading space survives");
+  assert.equal(llama.tokenizer.decode(word, { skip_special_tokens: true }), 'sat', 'decoded alone it is lost');
+
+  // GPT-2's byte-level tokens: "é" is two byte tokens; an answer cut after the first ends in U+FFFD.
+  const gpt2 = await open('decoder-gpt2');
+  const ids = gpt2.tokenizer.encode('a é').ids;
+  const cut = ids.slice(0, -1);
+  const bytes = new IncrementalDetokenizer(gpt2.tokenizer, []);
+  const pieces = cut.map((id) => bytes.push(id));
+  assert.equal(pieces.at(-1), '', 'half a character is held back');
+  assert.equal(pieces.join('') + bytes.flush(), gpt2.tokenizer.decode(cut, { skip_special_tokens: true }));
+  assert.ok(gpt2.tokenizer.decode(cut, {}).endsWith('\ufffd'));
+});
