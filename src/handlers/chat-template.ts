@@ -1,5 +1,4 @@
-import { createRequire } from 'node:module';
-import type * as Jinja from '@huggingface/jinja';
+import { Template } from '@huggingface/jinja';
 import { HandlerInvalidError, InferenceInputError } from '../core/errors.js';
 
 export interface ChatMessage {
@@ -58,10 +57,8 @@ export function loadChatTemplate(text: string, file: string): ChatTemplate {
     source = template;
     variables = { bos_token: tokenText(config.bos_token), eos_token: tokenText(config.eos_token) };
   }
-  let template: Jinja.Template;
+  let template: Template;
   try {
-    // Loaded with the first template: a model without one never needs the engine.
-    const { Template } = createRequire(import.meta.url)('@huggingface/jinja') as typeof Jinja;
     template = new Template(source);
   } catch (error) {
     throw new HandlerInvalidError(

@@ -1,6 +1,5 @@
-import { createRequire } from 'node:module';
-import type * as JpegJs from 'jpeg-js';
-import type { PNG } from 'pngjs';
+import jpeg from 'jpeg-js';
+import { PNG } from 'pngjs';
 import { InferenceInputError } from '../core/errors.js';
 import type { ImageClassifierOptions } from '../config/model-config.js';
 
@@ -14,36 +13,18 @@ export interface RgbaImage {
 /** Decoding refuses images beyond this, so one upload cannot exhaust memory. */
 const MAX_MEGAPIXELS = 40;
 
-/**
- * The decoders, loaded at the first image: a server of text models never needs them, and
- * together they take about 10 MB in each thread that loads the handlers.
- */
-const require = createRequire(import.meta.url);
-let decoders: { png: typeof PNG; jpeg: typeof JpegJs } | undefined;
-function imageDecoders(): NonNullable<typeof decoders> {
-  decoders ??= {
-    png: (require('pngjs') as { PNG: typeof PNG }).PNG,
-    jpeg: require('jpeg-js') as typeof JpegJs,
-  };
-  return decoders;
-}
-
 const isPng = (bytes: Buffer): boolean => bytes.length > 8 && bytes.readUInt32BE(0) === 0x89504e47;
 const isJpeg = (bytes: Buffer): boolean => bytes.length > 3 && bytes[0] === 0xff && bytes[1] === 0xd8;
 
 export function decodeImage(bytes: Buffer): RgbaImage {
   try {
     if (isPng(bytes)) {
-      const png = imageDecoders().png.sync.read(bytes);
+      const png = PNG.sync.read(bytes);
       if (png.width * png.height > MAX_MEGAPIXELS * 1e6) throw new Error(`larger than ${MAX_MEGAPIXELS} megapixels`);
       return png;
     }
     if (isJpeg(bytes)) {
-      return imageDecoders().jpeg.decode(bytes, {
-        useTArray: true,
-        formatAsRGBA: true,
-        maxResolutionInMP: MAX_MEGAPIXELS,
-      });
+      return jpeg.decode(bytes, { useTArray: true, formatAsRGBA: true, maxResolutionInMP: MAX_MEGAPIXELS });
     }
   } catch (error) {
     throw new InferenceInputError(`cannot decode the image: ${(error as Error).message}`);

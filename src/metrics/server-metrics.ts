@@ -253,7 +253,7 @@ export class ServerMetrics {
   });
   readonly #cacheBytes = new Gauge({
     name: 'batchserve_kv_cache_bytes',
-    help: "Bytes of a generative model's key/value caches: state used, what its running batches hold now (padding included); reserved, what they may come to hold before their sequences end (what admission counts against generation.kv_cache_bytes).",
+    help: "A generative model's key/value caches by state: used, what its running batches hold now, padding included; reserved, what they may come to hold before their sequences end, which admission keeps within generation.kv_cache_bytes, in bytes.",
     labelNames: ['model', 'version', 'state'],
     registers: [this.registry],
   });

@@ -57,6 +57,7 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_time_to_first_token_seconds: 'histogram',
     batchserve_inter_token_latency_seconds: 'histogram',
     batchserve_active_sequences: 'gauge',
+    batchserve_kv_cache_bytes: 'gauge',
     batchserve_feedback_total: 'counter',
     batchserve_batching_fixed_cost_seconds: 'gauge',
     batchserve_batching_row_cost_seconds: 'gauge',
