@@ -451,9 +451,9 @@ export const modelConfigSchema = {
           kind: 'integer',
           min: 1,
           max: MODEL_CONFIG_LIMITS.queueSize,
-          default: 2048,
+          default: 512,
           description:
-            "Prompt tokens one step may read: joining sequences' prompts are run together up to this (one longer prompt runs alone).",
+            "Prompt tokens one step may read: joining prompts are read together up to this; a longer prompt is read this many tokens a step, in turn with the running sequences' steps (chunked prefill), so it holds them back one chunk at a time.",
         },
         max_total_tokens: {
           kind: 'integer',

@@ -52,10 +52,10 @@ interface Sequence {
   /** The length of its longest stop string: how much new text is held back until it can't start one. */
   readonly longestStop: number;
   readonly detokenizer: IncrementalDetokenizer;
-  /** What its next step feeds: its prompt, then its last token. */
-  feed: StepTokens;
-  /** Prompt tokens not yet in the cache. */
-  unfed: number;
+  /** Prompt tokens in the cache: a prompt longer than max_tokens_per_step is read over several steps. */
+  read: number;
+  /** The token it took last: what its next step feeds once its prompt is read. */
+  last: number;
   generated: number;
   text: string;
   emitted: number;
@@ -126,8 +126,8 @@ export class GenerationEngine {
       random: mulberry32(submission.seed),
       longestStop: submission.stop.reduce((most, stop) => Math.max(most, stop.length), 0),
       detokenizer: new IncrementalDetokenizer(this.tokenizer, submission.promptIds),
-      feed: submission.promptIds,
-      unfed: submission.promptIds.length,
+      read: 0,
+      last: 0,
       generated: 0,
       text: '',
       emitted: 0,
@@ -224,7 +224,7 @@ export class GenerationEngine {
     let next: RunningBatch | undefined;
     if (joining.length > 0) {
       const main = this.batching === 'padded' ? this.#batches[0] : undefined;
-      if (main && sharesStep(live(main).length, joining)) {
+      if (main && sharesStep(live(main).length, joining, this.options.max_tokens_per_step)) {
         main.cache = BatchCache.pack(this.layout, [
           { cache: main.cache, rows: liveRows(main) },
           { cache: BatchCache.empty(this.layout, joining.length), rows: joining.map((_, row) => row) },
@@ -238,7 +238,8 @@ export class GenerationEngine {
     }
     this.#batches = this.#batches.filter((batch) => live(batch).length > 0);
     if (!next && this.#batches.length > 0) {
-      // Unread prompts first (their first token is what a client waits for), then in turn.
+      // A batch that never ran first (its first token is what a client waits for), then in
+      // turn: a long prompt read in chunks alternates with the running sequences' steps.
       this.#turn = (this.#turn + 1) % this.#batches.length;
       next = this.#batches.find((batch) => batch.cache.width === 0) ?? this.#batches[this.#turn];
     }
@@ -312,7 +313,11 @@ export class GenerationEngine {
 
   async #step(batch: RunningBatch): Promise<void> {
     const rows = batch.sequences;
-    const tokens = rows.map((sequence) => sequence.feed);
+    const chunk = this.options.max_tokens_per_step;
+    const tokens = rows.map((sequence): StepTokens => {
+      const { promptIds } = sequence.submission;
+      return sequence.read < promptIds.length ? promptIds.slice(sequence.read, sequence.read + chunk) : [sequence.last];
+    });
     if (rows.some((sequence) => sequence.generated > 0)) batch.decoding = true;
     let outputs: ort.InferenceSession.ReturnType;
     try {
@@ -339,8 +344,10 @@ export class GenerationEngine {
     const [, fed = 1, vocab = 0] = logits.dims;
     const data = logits.data as Float32Array;
     rows.forEach((sequence, r) => {
-      sequence.unfed = 0;
-      if (sequence.ended) return;
+      const { length } = sequence.submission.promptIds;
+      if (sequence.read < length) sequence.read += (tokens[r] as StepTokens).length;
+      // A prompt not read to its end takes no token yet.
+      if (sequence.ended || sequence.read < length) return;
       try {
         this.#advance(sequence, data.subarray((r * fed + fed - 1) * vocab, (r * fed + fed) * vocab));
       } catch (error) {
@@ -356,7 +363,7 @@ export class GenerationEngine {
     const { submission } = sequence;
     const token = pickToken(logits, submission, sequence.random);
     sequence.generated++;
-    sequence.feed = [token];
+    sequence.last = token;
     if (this.options.eos_token_ids.includes(token)) {
       this.#finish(sequence, 'stop');
       return;
@@ -409,7 +416,10 @@ export class GenerationEngine {
 
   /** Batches that can share a step become one: padded, all of them; equal-length, those of one length. */
   #merge(): void {
-    const ready = this.#batches.filter((batch) => batch.cache.width > 0 && live(batch).length > 0);
+    const ready = this.#batches.filter(
+      (batch) =>
+        batch.cache.width > 0 && live(batch).length > 0 && live(batch).every((sequence) => unread(sequence) === 0),
+    );
     if (ready.length < 2) return;
     const groups = new Map<number, RunningBatch[]>();
     for (const batch of ready) {
@@ -474,7 +484,7 @@ function worstWidth(width: number, sequences: readonly Sequence[]): number {
   let unfed = 0;
   let remaining = 0;
   for (const sequence of sequences) {
-    unfed = Math.max(unfed, sequence.unfed);
+    unfed = Math.max(unfed, unread(sequence));
     remaining = Math.max(remaining, sequence.submission.maxTokens - sequence.generated);
   }
   return width + unfed + remaining;
@@ -490,17 +500,23 @@ function firstStop(text: string, stops: readonly string[], from: number): number
   return first;
 }
 
+/** Prompt tokens a sequence has still to read. */
+function unread(sequence: Sequence): number {
+  return sequence.submission.promptIds.length - sequence.read;
+}
+
 /**
  * Whether joining prompts run in the running batch's decoding step rather than a step of their
- * own, which would hold every running sequence back a step: yes when padding every row to the
- * longest prompt at most doubles the tokens the step feeds.
+ * own, which would hold every running sequence back a step: yes when each is read in one step
+ * and padding every row to the longest at most doubles the tokens the step feeds (every row of
+ * a step is as wide as its widest, and padded positions cost as much as real ones).
  */
-function sharesStep(running: number, joining: readonly Sequence[]): boolean {
+function sharesStep(running: number, joining: readonly Sequence[], chunk: number): boolean {
   let longest = 0;
   let fed = running;
   for (const sequence of joining) {
-    longest = Math.max(longest, sequence.unfed);
-    fed += sequence.unfed;
+    longest = Math.max(longest, unread(sequence));
+    fed += unread(sequence);
   }
-  return (running + joining.length) * longest <= 2 * fed;
+  return longest <= chunk && (running + joining.length) * longest <= 2 * fed;
 }

@@ -217,3 +217,26 @@ test('new text keeps what decoding the new ids alone would drop, and an answer c
   assert.equal(pieces.join('') + bytes.flush(), gpt2.tokenizer.decode(cut, { skip_special_tokens: true }));
   assert.ok(gpt2.tokenizer.decode(cut, {}).endsWith('\ufffd'));
 });
+
+test('a prompt longer than max_tokens_per_step is read a chunk a step, in turn with the running sequences, and answers as torch', async () => {
+  const fixture = await open('decoder-llama');
+  const { prompts, max_new_tokens: maxTokens } = fixture.answers;
+  const short = prompts.reduce((best, prompt) => (prompt.ids.length < best.ids.length ? prompt : best));
+  const long = prompts.reduce((best, prompt) => (prompt.ids.length > best.ids.length ? prompt : best));
+  const chunk = 4;
+  assert.ok(long.ids.length > 3 * chunk && short.ids.length <= chunk);
+  const { ends, steps } = await generate(
+    fixture,
+    [submission(0, short.ids, maxTokens), submission(1, long.ids, maxTokens)],
+    { max_tokens_per_step: chunk },
+  );
+  assertTorchAnswer(fixture, ends.get(0), prompts.indexOf(short));
+  assertTorchAnswer(fixture, ends.get(1), prompts.indexOf(long));
+  const firstOfLong = steps.findIndex((step) => step.tokens.some(([id]) => id === 1));
+  const shortMeanwhile = steps.slice(0, firstOfLong).filter((step) => step.tokens.some(([id]) => id === 0)).length;
+  const chunks = Math.ceil(long.ids.length / chunk);
+  assert.ok(
+    shortMeanwhile >= chunks - 1,
+    `the running sequence took ${shortMeanwhile} tokens while the long prompt was read in ${chunks} chunks`,
+  );
+});
