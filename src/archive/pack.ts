@@ -282,6 +282,15 @@ async function diskEntry(sourcePath: string, archivePath: string): Promise<Plann
   return { archivePath, sourcePath, size: (await stat(sourcePath)).size };
 }
 
+/** The file among --extra-files that the archive would hold at `archivePath`, if one is. */
+export async function extraFileSource(extraFiles: readonly string[], archivePath: string): Promise<string | undefined> {
+  for (const extra of extraFiles) {
+    const entry = (await extraEntries(resolve(extra))).find((candidate) => candidate.archivePath === archivePath);
+    if (entry) return entry.sourcePath;
+  }
+  return undefined;
+}
+
 /** A file goes in at the root; a folder goes in whole under its own name. */
 async function extraEntries(path: string): Promise<PlannedEntry[]> {
   const info = await stat(path).catch(() => undefined);
