@@ -19,8 +19,9 @@ import {
 import { completePipelineConfig } from '../pipeline/open-pipeline.js';
 import { loadStepFunctions } from '../pipeline/step-function.js';
 import { reconcileWithModel } from '../runtime/reconcile.js';
-import { readModelSignature } from '../runtime/session.js';
-import { decoderLayout } from '../runtime/decoder-layout.js';
+import { createSession, readModelSignature } from '../runtime/session.js';
+import { servedMaxContext } from '../runtime/context-probe.js';
+import { decoderLayout, type DecoderLayout } from '../runtime/decoder-layout.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { checkImageClassifierInput } from '../handlers/image-input.js';
 import { isBuiltinHandler } from '../handlers/load.js';
@@ -88,11 +89,15 @@ export interface PackResult {
 async function checkTextHandler(
   handler: 'text-embedding' | 'text-classifier' | 'text-generation',
   config: CompleteModelConfig,
+  model: string | Uint8Array,
   planned: readonly PlannedEntry[],
   configSource: string,
 ): Promise<void> {
-  if (handler === 'text-generation') decoderLayout(config.inputs, config.outputs);
-  else checkTextInputs(config.inputs, handler);
+  if (handler === 'text-generation') {
+    const layout = decoderLayout(config.inputs, config.outputs);
+    const configured = config.generation?.max_context;
+    if (configured !== undefined) await checkMaxContext(model, config, layout, configured, configSource);
+  } else checkTextInputs(config.inputs, handler);
   const file = config.text?.tokenizer_file;
   if (file === undefined) {
     throw new UsageError(
@@ -109,6 +114,25 @@ async function checkTextHandler(
   const chatFile = config.text?.chat_template_file;
   const chat = chatFile === undefined ? undefined : await contentOf(chatFile);
   if (chatFile !== undefined && chat !== undefined) loadChatTemplate(chat, chatFile);
+}
+
+/**
+ * A configured generation.max_context the model cannot run, refused as load would refuse it,
+ * by the same steps on a CPU session (context-probe.ts).
+ */
+async function checkMaxContext(
+  model: string | Uint8Array,
+  config: CompleteModelConfig,
+  layout: DecoderLayout,
+  configured: number,
+  configSource: string,
+): Promise<void> {
+  const session = await createSession(model, { runtime: config.runtime });
+  try {
+    await servedMaxContext(session, layout, configured, configSource);
+  } finally {
+    await session.release();
+  }
 }
 
 interface PlannedEntry {
@@ -165,7 +189,7 @@ export async function packArchive(options: PackOptions): Promise<PackResult> {
   planned.push(...extras);
   checkPlan(planned, config, configSource);
   if (handler === 'text-embedding' || handler === 'text-classifier' || handler === 'text-generation') {
-    await checkTextHandler(handler, config, planned, configSource);
+    await checkTextHandler(handler, config, served?.content ?? modelPath, planned, configSource);
   }
   if (handler === 'image-classifier') checkImageClassifierInput(config);
 
@@ -280,6 +304,15 @@ async function requireFile(path: string, what: string): Promise<void> {
 
 async function diskEntry(sourcePath: string, archivePath: string): Promise<PlannedEntry> {
   return { archivePath, sourcePath, size: (await stat(sourcePath)).size };
+}
+
+/** The file among --extra-files that the archive would hold at `archivePath`, if one is. */
+export async function extraFileSource(extraFiles: readonly string[], archivePath: string): Promise<string | undefined> {
+  for (const extra of extraFiles) {
+    const entry = (await extraEntries(resolve(extra))).find((candidate) => candidate.archivePath === archivePath);
+    if (entry) return entry.sourcePath;
+  }
+  return undefined;
 }
 
 /** A file goes in at the root; a folder goes in whole under its own name. */

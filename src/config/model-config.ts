@@ -474,8 +474,8 @@ export const modelConfigSchema = {
           kind: 'integer',
           min: 2,
           max: MODEL_CONFIG_LIMITS.textMaxLength,
-          default: 2048,
-          description: "A sequence's prompt plus its new tokens; a request asking more is refused (400).",
+          description:
+            "A sequence's prompt plus its new tokens; a request asking more is refused (400). Checked at pack and at load by running the model one token at its last position: over the positions the model holds is refused (BS_ERR_CONFIG_INVALID). Default: the positions the model holds, at most 2048.",
         },
         max_new_tokens: {
           kind: 'integer',
@@ -552,7 +552,7 @@ export interface GenerationOptions {
   readonly max_tokens_per_step: number;
   readonly max_total_tokens: number;
   readonly kv_cache_bytes?: number;
-  readonly max_context: number;
+  readonly max_context?: number;
   readonly max_new_tokens: number;
   readonly max_waiting: number;
   readonly eos_token_ids: readonly number[];

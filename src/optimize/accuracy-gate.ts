@@ -1,7 +1,7 @@
 import ort from 'onnxruntime-node';
 import type { AccuracyFigures, ModelPrecision, OutputAccuracy } from '../archive/manifest.js';
 import type { ModelConfig } from '../config/model-config.js';
-import { AccuracyGateError } from '../core/errors.js';
+import { AccuracyGateError, ModelConversionError, UsageError } from '../core/errors.js';
 import type { TensorMap } from '../core/tensors.js';
 import { createSession } from '../runtime/session.js';
 import type { GateFeeds } from './calibration-inputs.js';
@@ -56,6 +56,8 @@ export async function measureAccuracy(options: {
   readonly runtime: ModelConfig['runtime'];
   readonly gateFeeds: GateFeeds;
   readonly classifierOutputs: ReadonlySet<string>;
+  /** The outputs compared; default every one. A decoder's presents are its next step's cache, not an answer. */
+  readonly outputs?: readonly string[];
   readonly limits: GateLimits;
 }): Promise<AccuracyFigures> {
   const { runtime } = options;
@@ -71,10 +73,22 @@ export async function measureAccuracy(options: {
       converted.inputMetadata.filter((input) => input.isTensor && input.type === 'float16').map((input) => input.name),
     );
     const tallies = new Map<string, OutputTally>();
+    const { source } = options.gateFeeds;
+    let expected: ort.InferenceSession.ReturnType = {};
+    let actual: ort.InferenceSession.ReturnType = {};
     for (const feed of options.gateFeeds.feeds) {
-      const expected = await original.run(feed);
-      const actual = await converted.run(asConvertedInputs(feed, halfInputs));
-      for (const name of original.outputNames) {
+      expected = await original.run(typeof feed === 'function' ? feed(expected) : feed).catch((error: unknown) => {
+        throw new UsageError(
+          source === 'random'
+            ? `the accuracy gate's random inputs make the original model fail (${firstLine(error)}); pass --calibration-data DIR with inputs it takes`
+            : `the original model fails on the --calibration-data inputs (${firstLine(error)})`,
+        );
+      });
+      const converting = typeof feed === 'function' ? feed(actual) : feed;
+      actual = await converted.run(asConvertedInputs(converting, halfInputs)).catch((error: unknown) => {
+        throw new ModelConversionError(`the converted model fails on inputs the original runs: ${firstLine(error)}`);
+      });
+      for (const name of options.outputs ?? original.outputNames) {
         const tally = tallies.get(name) ?? {
           maxAbs: 0,
           maxReference: 0,
@@ -117,6 +131,11 @@ function asConvertedInputs(feed: TensorMap, halfInputs: ReadonlySet<string>): Te
         : tensor;
   }
   return converted;
+}
+
+/** onnxruntime's message, first line: its source-location detail follows on the next. */
+function firstLine(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
 }
 
 function numbersOf(tensor: ort.Tensor): ArrayLike<number> {

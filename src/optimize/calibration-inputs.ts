@@ -8,6 +8,7 @@ import { mulberry32 } from '../core/random.js';
 import type { TensorMap, TensorSpec } from '../core/tensors.js';
 import { decodeImage, imageToRow } from '../handlers/image.js';
 import { parseNpyHeader } from '../predict/npy.js';
+import { gateTokenIds } from './gate-token-ids.js';
 
 /** Rows the gate runs per forward pass. */
 export const GATE_BATCH = 8;
@@ -22,20 +23,34 @@ const RANDOM_SEED = 0x5eed;
 const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg']);
 const RAW_EXTENSIONS = new Set(['.bin', '.raw']);
 
-export interface GateFeeds {
+/**
+ * A pass built from the outputs the same model gave at the pass before: a decoder's next step
+ * reads the cache its last step left.
+ */
+export type GateStep = (previous: ort.InferenceSession.ReturnType) => TensorMap;
+export type GateFeed = TensorMap | GateStep;
+
+export interface GateFeeds<Feed extends GateFeed = GateFeed> {
   readonly source: 'random' | 'calibration';
   /** Forward passes' inputs, in the original model's datatypes. */
-  readonly feeds: readonly TensorMap[];
+  readonly feeds: readonly Feed[];
   readonly samples: number;
 }
 
 /**
  * Seeded random inputs in the served shapes: floats uniform in [-1, 1) (normalised images and
- * embeddings live there), integers in [0, 10) (valid ids for any vocabulary), booleans at 1/2.
- * A batching model gets RANDOM_ROWS rows in passes of GATE_BATCH; one that does not batch gets
- * GATE_BATCH passes of its own shape.
+ * embeddings live there), integers in [0, 10), booleans at 1/2. A batching model gets
+ * RANDOM_ROWS rows in passes of GATE_BATCH; one that does not batch gets GATE_BATCH passes of
+ * its own shape. Inputs named as Hugging Face text models name them get what such a model
+ * takes, whatever the handler: `input_ids` windows of `tokenIds` (gate-token-ids.ts),
+ * `attention_mask` ones, `token_type_ids` zeros (BERT's vocabulary of types is 2),
+ * `position_ids` 0, 1, 2… along the tokens.
  */
-export function randomGateFeeds(inputs: readonly TensorSpec[], batching: boolean): GateFeeds {
+export function randomGateFeeds(
+  inputs: readonly TensorSpec[],
+  batching: boolean,
+  tokenIds: readonly number[] = gateTokenIds(undefined),
+): GateFeeds<TensorMap> {
   const next = mulberry32(RANDOM_SEED);
   const passes = batching ? RANDOM_ROWS / GATE_BATCH : GATE_BATCH;
   const feeds: TensorMap[] = [];
@@ -46,11 +61,57 @@ export function randomGateFeeds(inputs: readonly TensorSpec[], batching: boolean
         batching && axis === 0 ? GATE_BATCH : dim === -1 ? VARIABLE_DIMENSION : dim,
       );
       const length = dims.reduce((a, b) => a * b, 1);
-      feed[input.name] = new ort.Tensor(ortTypeOf(input.datatype), randomData(input, length, next), dims);
+      const text = integerInput(input) ? textInputValues(input.name, dims, tokenIds, next) : undefined;
+      const type = ortTypeOf(input.datatype) as Exclude<ort.Tensor.Type, 'string'>;
+      const data = text ? integerData(type, text) : randomData(input, length, next);
+      feed[input.name] = new ort.Tensor(ortTypeOf(input.datatype), data, dims);
     }
     feeds.push(feed);
   }
   return { source: 'random', feeds, samples: batching ? RANDOM_ROWS : GATE_BATCH };
+}
+
+function integerInput(input: TensorSpec): boolean {
+  return input.datatype.startsWith('INT') || input.datatype.startsWith('UINT');
+}
+
+/** A text input's values by its name, rows along the last axis; undefined for any other input. */
+function textInputValues(
+  name: string,
+  dims: readonly number[],
+  tokenIds: readonly number[],
+  next: () => number,
+): number[] | undefined {
+  const tokens = dims.at(-1) ?? 1;
+  const length = dims.reduce((a, b) => a * b, 1);
+  switch (name) {
+    case 'input_ids':
+      return tokenWindows(tokenIds, length / tokens, tokens, next).flat();
+    case 'attention_mask':
+      return new Array<number>(length).fill(1);
+    case 'token_type_ids':
+      return new Array<number>(length).fill(0);
+    case 'position_ids':
+      return Array.from({ length }, (_, i) => i % tokens);
+    default:
+      return undefined;
+  }
+}
+
+/** `rows` runs of `tokens` consecutive ids of `ids`, each from a seeded offset, wrapping round. */
+export function tokenWindows(ids: readonly number[], rows: number, tokens: number, next: () => number): number[][] {
+  return Array.from({ length: rows }, () => {
+    const start = Math.floor(next() * ids.length);
+    return Array.from({ length: tokens }, (_, k) => ids[(start + k) % ids.length] as number);
+  });
+}
+
+function integerData(type: Exclude<ort.Tensor.Type, 'string'>, values: readonly number[]): ort.Tensor['data'] {
+  if (type === 'int64') return BigInt64Array.from(values, BigInt);
+  if (type === 'uint64') return BigUint64Array.from(values, BigInt);
+  const data = tensorDataFromBytes(type, new Uint8Array(values.length * bytesPerElement(type))) as Int32Array;
+  data.set(values);
+  return data;
 }
 
 function randomData(input: TensorSpec, length: number, next: () => number): ort.Tensor['data'] {
@@ -59,12 +120,6 @@ function randomData(input: TensorSpec, length: number, next: () => number): ort.
     case 'FP64': {
       const data = input.datatype === 'FP32' ? new Float32Array(length) : new Float64Array(length);
       for (let i = 0; i < length; i++) data[i] = next() * 2 - 1;
-      return data;
-    }
-    case 'INT64':
-    case 'UINT64': {
-      const data = input.datatype === 'INT64' ? new BigInt64Array(length) : new BigUint64Array(length);
-      for (let i = 0; i < length; i++) data[i] = BigInt(Math.floor(next() * 10));
       return data;
     }
     case 'BOOL': {
@@ -76,9 +131,10 @@ function randomData(input: TensorSpec, length: number, next: () => number): ort.
       throw new UsageError(`input "${input.name}" is BYTES: the accuracy gate needs --calibration-data`);
     default: {
       const type = ortTypeOf(input.datatype) as Exclude<ort.Tensor.Type, 'string'>;
-      const data = tensorDataFromBytes(type, new Uint8Array(length * bytesPerElement(type))) as Int32Array;
-      for (let i = 0; i < length; i++) data[i] = Math.floor(next() * 10);
-      return data;
+      return integerData(
+        type,
+        Array.from({ length }, () => Math.floor(next() * 10)),
+      );
     }
   }
 }
@@ -98,7 +154,7 @@ export async function calibrationGateFeeds(
   directory: string,
   inputs: readonly TensorSpec[],
   imageOptions: ImageClassifierOptions | undefined,
-): Promise<GateFeeds> {
+): Promise<GateFeeds<TensorMap>> {
   const names = (await readdir(directory).catch(() => undefined))?.sort();
   if (!names) throw new UsageError(`--calibration-data ${directory} is not a readable folder`);
   const rows = new Map<string, InputRows>(inputs.map((input) => [input.name, { chunks: [] }]));
@@ -186,7 +242,11 @@ function checkRowDims(rowDims: readonly number[], input: TensorSpec, source: str
 }
 
 /** Chunks of every input, taken in step, cut into passes of at most GATE_BATCH rows. */
-function batchRows(inputs: readonly TensorSpec[], rows: ReadonlyMap<string, InputRows>, directory: string): GateFeeds {
+function batchRows(
+  inputs: readonly TensorSpec[],
+  rows: ReadonlyMap<string, InputRows>,
+  directory: string,
+): GateFeeds<TensorMap> {
   const first = inputs[0] as TensorSpec;
   const firstChunks = rows.get(first.name)?.chunks ?? [];
   if (firstChunks.length === 0) {

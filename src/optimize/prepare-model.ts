@@ -1,14 +1,17 @@
 import { readFile } from 'node:fs/promises';
 import { basename, extname } from 'node:path';
 import type { AccuracyFigures, ModelPrecision } from '../archive/manifest.js';
-import type { PreparedModelFiles } from '../archive/pack.js';
+import { extraFileSource, type PreparedModelFiles } from '../archive/pack.js';
 import { readModelConfigFile } from '../config/load.js';
 import { validateModelConfig, type ModelConfig } from '../config/model-config.js';
-import { InputFileError, UsageError } from '../core/errors.js';
+import { HandlerInvalidError, InputFileError, UsageError } from '../core/errors.js';
 import type { TensorSpec } from '../core/tensors.js';
+import { decoderLayout, isPresent, takesCache, type DecoderLayout } from '../runtime/decoder-layout.js';
 import { readModelSignature, type ModelSignature } from '../runtime/session.js';
 import { accuracyGateError, DEFAULT_GATE_LIMITS, gateFailures, measureAccuracy } from './accuracy-gate.js';
-import { calibrationGateFeeds, randomGateFeeds } from './calibration-inputs.js';
+import { calibrationGateFeeds, randomGateFeeds, type GateFeeds } from './calibration-inputs.js';
+import { decoderGateFeeds } from './decoder-gate-inputs.js';
+import { gateTokenIds } from './gate-token-ids.js';
 import type { Converter } from './converters.js';
 import { measureStartupMs, optimizeGraph } from './optimize-graph.js';
 
@@ -17,6 +20,8 @@ export interface PrepareModelOptions {
   readonly configFile?: string;
   /** The pack's handler; `image-classifier` lets calibration images through its preprocessing. */
   readonly handler?: string;
+  /** --extra-files: where the gate finds the tokenizer the config names. */
+  readonly extraFiles?: readonly string[];
   readonly precision?: ModelPrecision;
   /** Keep float32 inputs and outputs (Casts at the edges); default true. */
   readonly keepIoTypes?: boolean;
@@ -133,9 +138,16 @@ async function runGate(
   if (options.calibrationData && !batching) {
     throw new UsageError('--calibration-data needs a model that batches (max_batch_size > 0): its files hold rows');
   }
-  const gateFeeds = options.calibrationData
-    ? await calibrationGateFeeds(options.calibrationData, inputs, imageOptions)
-    : randomGateFeeds(inputs, batching);
+  const decoder = takesCache(inputs);
+  let gateFeeds: GateFeeds;
+  if (options.calibrationData) {
+    gateFeeds = await calibrationGateFeeds(options.calibrationData, inputs, imageOptions);
+  } else {
+    const tokenIds = gateTokenIds(await packedTokenizer(options.extraFiles ?? [], config));
+    gateFeeds = decoder
+      ? decoderGateFeeds(gateDecoderLayout(inputs, signature.outputs, options.keepIoTypes ?? true), tokenIds)
+      : randomGateFeeds(inputs, batching, tokenIds);
+  }
   const defaults = DEFAULT_GATE_LIMITS[precision];
   return measureAccuracy({
     original,
@@ -143,11 +155,44 @@ async function runGate(
     runtime: config.runtime,
     gateFeeds,
     classifierOutputs: classifierOutputs(signature, options.handler),
+    // A decoder is judged on its logits: its presents are the cache its next step reads.
+    ...(decoder ? { outputs: signature.outputs.filter((output) => !isPresent(output)).map(({ name }) => name) } : {}),
     limits: {
       maxRelError: options.maxError ?? defaults.maxRelError,
       minTop1Agreement: options.minAgreement ?? defaults.minTop1Agreement,
     },
   });
+}
+
+/** The tokenizer.json the config's text.tokenizer_file names among --extra-files, when it is there. */
+async function packedTokenizer(extraFiles: readonly string[], config: ModelConfig): Promise<string | undefined> {
+  const file = config.text?.tokenizer_file;
+  const path = file === undefined ? undefined : await extraFileSource(extraFiles, file);
+  return path === undefined ? undefined : readFile(path, 'utf8');
+}
+
+/**
+ * The decoder's layout, for feeding it as the text-generation handler does; a decoder it cannot
+ * feed, or whose cache would become float16, is refused with the way round.
+ */
+function gateDecoderLayout(
+  inputs: readonly TensorSpec[],
+  outputs: readonly TensorSpec[],
+  keepIoTypes: boolean,
+): DecoderLayout {
+  if (!keepIoTypes) {
+    throw new UsageError(
+      "--keep-io-types=false would make the decoder's cache (past_key_values, present) float16, which neither the accuracy gate nor the text-generation handler feeds; leave it on",
+    );
+  }
+  try {
+    return decoderLayout(inputs, outputs);
+  } catch (error) {
+    if (!(error instanceof HandlerInvalidError)) throw error;
+    throw new UsageError(
+      `the accuracy gate cannot make inputs for this decoder (${error.message}); pass --calibration-data DIR with inputs it takes`,
+    );
+  }
 }
 
 /** The original model's inputs in the shapes the config serves (it may fix a variable width). */

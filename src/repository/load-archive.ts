@@ -14,7 +14,7 @@ import { Generator, type GenerationChannel } from '../runtime/generator.js';
 import { pathInside } from '../core/entry-name.js';
 import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
-import { BUILTIN_HANDLERS, isBuiltinHandler } from '../handlers/load.js';
+import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { generatesText, ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
 import { openInstance, type InstanceSpec } from '../runtime/open-instance.js';
@@ -79,8 +79,6 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       const where = { name, version, archivePath, manifest, labels, workDir, started };
       return await loadPipeline(storedConfig, configSource, where, options);
     }
-    const generates =
-      isBuiltinHandler(manifest.model.handler) && BUILTIN_HANDLERS[manifest.model.handler].decodesSteps === true;
     const handler = isBuiltinHandler(manifest.model.handler)
       ? manifest.model.handler
       : pathInside(modelDir, manifest.model.handler, 'the handler');
@@ -129,23 +127,27 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       return new ModelInstance(id, opened.device, opened.session, opened.handler, opened.context, opened.generation);
     };
     for (let index = 0; index < devices.length; index++) instances.push(await createInstance(index));
+    // A text-generation archive's instances each opened an engine; they run one model, so the
+    // first one's findings stand for all.
+    const decoder = instances.find((instance) => instance.decoder)?.decoder;
     // Sequences go to whichever instances run when they arrive (restarts and scaling change them).
-    const generator = generates
+    const generator = decoder
       ? (serving: () => readonly ServingInstance[]): Generator =>
           startGenerator(
             () => serving().filter(generatesText),
             config as CompleteModelConfig,
+            decoder.maxContext,
             { tokenizer, chat },
             name,
             version,
             options,
           )
       : undefined;
-    if (generator) {
-      const padding = instances.find((instance) => instance.padding)?.padding;
+    if (decoder) {
+      const { padding, maxContext } = decoder;
       options.logger?.info(
-        { model: name, version, batching: padding?.batching },
-        `generation: sequences share steps ${padding?.batching === 'padded' ? 'padded' : 'only at equal lengths'}: ${padding?.reason ?? ''}`,
+        { model: name, version, batching: padding.batching, maxContext },
+        `generation: sequences share steps ${padding.batching === 'padded' ? 'padded' : 'only at equal lengths'}: ${padding.reason}; max_context ${maxContext}`,
       );
     }
 
@@ -215,6 +217,7 @@ async function loadPipeline(
 function startGenerator(
   channels: () => readonly GenerationChannel[],
   config: CompleteModelConfig,
+  maxContext: number,
   text: { tokenizer: string | undefined; chat: ChatTemplate },
   name: string,
   version: string,
@@ -225,7 +228,7 @@ function startGenerator(
     decoderLayout(config.inputs, config.outputs),
     loadTokenizer(text.tokenizer, 'text-generation').tokenizer,
     text.chat,
-    servedGenerationOptions(config.generation),
+    servedGenerationOptions(config.generation, maxContext),
     {
       firstToken: (seconds) => metrics.firstToken(name, version, seconds),
       nextToken: (seconds) => metrics.nextToken(name, version, seconds),

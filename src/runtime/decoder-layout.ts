@@ -23,6 +23,16 @@ export interface DecoderLayout {
 
 const PAST = /^past_key_values\.(\d+)\.(key|value)$/;
 
+/** Whether a model takes a key/value cache: any past_key_values.* input. */
+export function takesCache(inputs: readonly TensorSpec[]): boolean {
+  return inputs.some((input) => input.name.startsWith('past_key_values.'));
+}
+
+/** Whether an output is cache for the next step (present.*) rather than an answer. */
+export function isPresent(output: TensorSpec): boolean {
+  return output.name.startsWith('present.');
+}
+
 /** Reads the layout from the model's tensors; what a scheduler cannot feed is refused here. */
 export function decoderLayout(inputs: readonly TensorSpec[], outputs: readonly TensorSpec[]): DecoderLayout {
   const problems: string[] = [];

@@ -4,15 +4,26 @@ import { validateField } from '../config/schema-kit.js';
 import { InferenceInputError } from '../core/errors.js';
 
 /** The generation section with every default decided: the same on the requests' side and the session's. */
-export type ServedGenerationOptions = GenerationOptions & { readonly kv_cache_bytes: number };
+export type ServedGenerationOptions = GenerationOptions & {
+  readonly kv_cache_bytes: number;
+  readonly max_context: number;
+};
 
 /** Without kv_cache_bytes, the caches may take this share of the machine's memory. */
 const DEFAULT_CACHE_SHARE = 1 / 4;
 
-export function servedGenerationOptions(generation: GenerationOptions | undefined): ServedGenerationOptions {
+/** `maxContext` is what running the model decided (context-probe.ts servedMaxContext). */
+export function servedGenerationOptions(
+  generation: GenerationOptions | undefined,
+  maxContext: number,
+): ServedGenerationOptions {
   const options =
     generation ?? (validateField(modelConfigSchema.fields.generation, {}, 'generation', []) as GenerationOptions);
-  return { ...options, kv_cache_bytes: options.kv_cache_bytes ?? Math.floor(totalmem() * DEFAULT_CACHE_SHARE) };
+  return {
+    ...options,
+    kv_cache_bytes: options.kv_cache_bytes ?? Math.floor(totalmem() * DEFAULT_CACHE_SHARE),
+    max_context: maxContext,
+  };
 }
 
 /** Why a sequence could never run, whatever else runs: its prompt and max_tokens against the limits. */

@@ -67,7 +67,7 @@ try {
     config: opened.config,
     device: opened.device,
     deviceNote: opened.deviceNote,
-    padding: opened.generation?.padding,
+    decoder: opened.generation?.decoder,
   });
 } catch (error) {
   port.postMessage({ type: 'failed', error: toWireError(error) });

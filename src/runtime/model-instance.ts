@@ -6,20 +6,20 @@ import type { Handler, HandlerContext } from '../handlers/types.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import type { GenerationEngine, GenerationSubmission } from './generation-engine.js';
 import type { GenerationChannel, GenerationListener } from './generator.js';
-import type { PaddingVerdict } from './padding-probe.js';
+import type { DecoderFindings } from './open-generation.js';
 
 /** An instance the repository can serve with and free: in this thread or in a worker. */
 export type ServingInstance = BatchRunner & {
   release(): Promise<void>;
   /** Instances that can die on their own (in a worker) report it, so they can be replaced. */
   onStopped?(listener: (error: Error) => void): void;
-  /** A text-generation instance: how its decoder is batched. */
-  readonly padding?: PaddingVerdict;
+  /** A text-generation instance: how its decoder is batched and the context it serves. */
+  readonly decoder?: DecoderFindings;
 } & Partial<GenerationChannel>;
 
 /** An instance whose engine generates: a text-generation archive's, in this thread or a worker. */
 export function generatesText(instance: ServingInstance): instance is ServingInstance & GenerationChannel {
-  return instance.padding !== undefined && instance.submitGeneration !== undefined;
+  return instance.decoder !== undefined && instance.submitGeneration !== undefined;
 }
 
 /**
@@ -31,7 +31,7 @@ export function generatesText(instance: ServingInstance): instance is ServingIns
 export class ModelInstance implements ServingInstance, GenerationChannel {
   readonly #handler: Handler;
   readonly #context: HandlerContext;
-  readonly #generation: { readonly engine: GenerationEngine; readonly padding: PaddingVerdict } | undefined;
+  readonly #generation: { readonly engine: GenerationEngine; readonly decoder: DecoderFindings } | undefined;
 
   constructor(
     readonly id: string,
@@ -39,15 +39,15 @@ export class ModelInstance implements ServingInstance, GenerationChannel {
     readonly session: ort.InferenceSession,
     handler: Handler,
     context: HandlerContext,
-    generation?: { readonly engine: GenerationEngine; readonly padding: PaddingVerdict },
+    generation?: { readonly engine: GenerationEngine; readonly decoder: DecoderFindings },
   ) {
     this.#handler = handler;
     this.#context = context;
     this.#generation = generation;
   }
 
-  get padding(): PaddingVerdict | undefined {
-    return this.#generation?.padding;
+  get decoder(): DecoderFindings | undefined {
+    return this.#generation?.decoder;
   }
 
   submitGeneration(submission: GenerationSubmission): void {

@@ -1,6 +1,7 @@
 import type ort from 'onnxruntime-node';
 import type { CompleteModelConfig } from '../config/model-config.js';
 import { loadTokenizer } from '../handlers/text-tokens.js';
+import { servedMaxContext } from './context-probe.js';
 import { cacheBytesPerToken, decoderLayout } from './decoder-layout.js';
 import { GenerationEngine } from './generation-engine.js';
 import { servedGenerationOptions } from './generation-options.js';
@@ -9,31 +10,40 @@ import { createSession, type ModelSignature } from './session.js';
 import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE } from './simulated-device.js';
 import { simulatedStepPacer } from './step-pacer.js';
 
+/** What running the decoder at load found, which the requests' side needs as well. */
+export interface DecoderFindings {
+  readonly padding: PaddingVerdict;
+  /** generation.max_context as served: the config's, or what the model holds up to the default. */
+  readonly maxContext: number;
+}
+
 /**
  * The generation engine of a text-generation instance, beside its session: the model's
- * layout and tokenizer read, how it can be batched probed (which also warms it up), and on the
- * simulated device each step held to its cost.
+ * layout and tokenizer read, how it can be batched and how long a context it holds probed
+ * (which also warms it up), and on the simulated device each step held to its cost.
  */
 export async function openGenerationEngine(
   session: ort.InferenceSession,
   config: CompleteModelConfig,
+  configSource: string,
   tokenizerJson: string | undefined,
   device: string,
-): Promise<{ engine: GenerationEngine; padding: PaddingVerdict }> {
+): Promise<{ engine: GenerationEngine; decoder: DecoderFindings }> {
   const layout = decoderLayout(config.inputs, config.outputs);
   const { tokenizer } = loadTokenizer(tokenizerJson, 'text-generation');
   const padding = await probePadding(session, layout);
+  const maxContext = await servedMaxContext(session, layout, config.generation?.max_context, configSource);
   const pace =
     device === SIMULATED_DEVICE ? simulatedStepPacer(config.simulated_device ?? DEFAULT_SIMULATED_DEVICE) : undefined;
   const engine = new GenerationEngine(
     session,
     layout,
     tokenizer,
-    servedGenerationOptions(config.generation),
+    servedGenerationOptions(config.generation, maxContext),
     padding.batching,
     pace,
   );
-  return { engine, padding };
+  return { engine, decoder: { padding, maxContext } };
 }
 
 /** How a text-generation archive's decoder will be batched, and what a token costs in its cache: for `inspect`. */

@@ -9,8 +9,7 @@ import { syntheticFeeds } from '../core/tensors.js';
 import { ModelLoadError } from '../core/errors.js';
 import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE, SimulatedSession } from './simulated-device.js';
 import type { GenerationEngine } from './generation-engine.js';
-import { openGenerationEngine } from './open-generation.js';
-import type { PaddingVerdict } from './padding-probe.js';
+import { openGenerationEngine, type DecoderFindings } from './open-generation.js';
 
 /** Everything one instance needs, as plain data so it can cross into a worker thread. */
 export interface InstanceSpec {
@@ -39,7 +38,7 @@ export interface OpenedInstance {
   readonly context: HandlerContext;
   readonly config: CompleteModelConfig;
   /** A text-generation instance's engine, which steps the session itself. */
-  readonly generation?: { readonly engine: GenerationEngine; readonly padding: PaddingVerdict };
+  readonly generation?: { readonly engine: GenerationEngine; readonly decoder: DecoderFindings };
 }
 
 /** Told when the handler's import starts and ends, so a thread outside can time it. */
@@ -86,9 +85,9 @@ export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatc
       ...(spec.tokenizer !== undefined ? { tokenizer: spec.tokenizer } : {}),
     });
     await handler.initialize?.(context);
-    // A decoder's cache inputs cannot be made up from zeros; its engine's padding probe runs it instead.
+    // A decoder's cache inputs cannot be made up from zeros; its engine's probes run it instead.
     const generation = handler.decodesSteps
-      ? await openGenerationEngine(session, config, spec.tokenizer, device)
+      ? await openGenerationEngine(session, config, spec.configSource, spec.tokenizer, device)
       : undefined;
     if (config.warmup && !generation) await warmUp(handler, context, config);
     return {

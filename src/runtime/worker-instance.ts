@@ -15,11 +15,11 @@ import {
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import type { GenerationEvents, GenerationSubmission } from './generation-engine.js';
 import type { GenerationChannel, GenerationListener } from './generator.js';
-import type { PaddingVerdict } from './padding-probe.js';
+import type { DecoderFindings } from './open-generation.js';
 
 type WorkerMessage =
   | { type: 'importing-handler' | 'imported-handler' }
-  | { type: 'ready'; config: CompleteModelConfig; device: string; deviceNote?: string; padding?: PaddingVerdict }
+  | { type: 'ready'; config: CompleteModelConfig; device: string; deviceNote?: string; decoder?: DecoderFindings }
   | { type: 'failed'; error: WireError }
   | { type: 'result'; id: number; responses?: WireResponse[]; timings?: BatchTimings; error?: WireError }
   | { type: 'generation'; events: GenerationEvents };
@@ -56,7 +56,7 @@ export class WorkerInstance implements BatchRunner, GenerationChannel {
     readonly id: string,
     readonly device: string,
     worker: Worker,
-    readonly padding: PaddingVerdict | undefined,
+    readonly decoder: DecoderFindings | undefined,
   ) {
     this.#worker = worker;
     worker.on('message', (message: WorkerMessage) => {
@@ -144,7 +144,7 @@ export class WorkerInstance implements BatchRunner, GenerationChannel {
         if (onExit) worker.off('exit', onExit);
       });
     return {
-      instance: new WorkerInstance(id, ready.device, worker, ready.padding),
+      instance: new WorkerInstance(id, ready.device, worker, ready.decoder),
       config: ready.config,
       ...(ready.deviceNote ? { deviceNote: ready.deviceNote } : {}),
     };

@@ -32,6 +32,8 @@ export type WireResponse =
 export interface WireError {
   readonly code: string;
   readonly message: string;
+  /** A config error's problems (ConfigInvalidError, ModelSignatureMismatchError). */
+  readonly problems?: readonly string[];
 }
 
 export function toWireTensors(tensors: TensorMap): Record<string, WireTensor> {
@@ -103,7 +105,10 @@ export function fromWireResponse(wire: WireResponse): unknown {
 }
 
 export function toWireError(error: unknown): WireError {
-  if (error instanceof BatchserveError) return { code: error.code, message: error.message };
+  if (error instanceof BatchserveError) {
+    const { problems } = error as { problems?: readonly string[] };
+    return { code: error.code, message: error.message, ...(problems ? { problems } : {}) };
+  }
   return { code: InferenceFailedError.code, message: error instanceof Error ? error.message : String(error) };
 }
 
@@ -114,8 +119,10 @@ const byCode = new Map<string, (typeof errorClasses)[number]>(
 /** The worker's error as the same class on this side, so its HTTP status and code hold. */
 export function fromWireError(wire: WireError): BatchserveError {
   const ErrorClass = byCode.get(wire.code);
-  // Classes whose constructor takes more than a message never come from inference.
-  if (ErrorClass && ErrorClass.length < 2)
-    return new (ErrorClass as new (message: string) => BatchserveError)(wire.message);
-  return new InferenceFailedError(wire.message);
+  if (!ErrorClass) return new InferenceFailedError(wire.message);
+  if (ErrorClass.length < 2) return new (ErrorClass as new (message: string) => BatchserveError)(wire.message);
+  // One that builds its message from parts (a config's source and problems, refused while the
+  // instance loads) is rebuilt around the message as sent: the base constructor, run as that class.
+  const error = Reflect.construct(BatchserveError, [wire.message], ErrorClass);
+  return wire.problems ? Object.assign(error, { problems: wire.problems }) : error;
 }

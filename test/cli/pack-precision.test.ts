@@ -10,6 +10,7 @@ import { parseManifest } from '../../src/archive/manifest.js';
 import { affineModel, writeModel } from '../fixtures/onnx-models.js';
 import { startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
+import { torchTextFiles, type TorchTextFixture } from '../fixtures/torch-text.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const { onnx } = onnxProto;
@@ -212,4 +213,99 @@ test('pack --calibration-data runs the gate on the folder’s rows and records t
   assert.equal(info.accuracy?.inputs, 'calibration');
   assert.equal(info.accuracy?.samples, 5);
   assert.equal(info.serializedFile, 'affine.fp16.onnx');
+});
+
+/** y = table[i]: a lookup in a table of 2 rows, which the gate's integers 0–9 overflow. */
+function lookupModel(): Uint8Array {
+  const FLOAT = onnx.TensorProto.DataType.FLOAT;
+  const dims = { dim: [{ dimParam: 'batch' }, { dimValue: 3 }] };
+  return onnx.ModelProto.encode({
+    irVersion: 8,
+    opsetImport: [{ domain: '', version: 13 }],
+    graph: {
+      name: 'lookup',
+      node: [{ opType: 'Gather', input: ['table', 'i'], output: ['y'] }],
+      initializer: [{ name: 'table', dataType: FLOAT, dims: [2, 4], floatData: [1, 2, 3, 4, 5, 6, 7, 8] }],
+      input: [{ name: 'i', type: { tensorType: { elemType: onnx.TensorProto.DataType.INT64, shape: dims } } }],
+      output: [
+        {
+          name: 'y',
+          type: {
+            tensorType: { elemType: FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimValue: 3 }, { dimValue: 4 }] } },
+          },
+        },
+      ],
+    },
+  }).finish();
+}
+
+/** pack of a torch-text fixture with its tokenizer, as the text handlers serve it. */
+async function packText(dir: string, name: TorchTextFixture, ...extra: string[]): Promise<Run> {
+  const files = torchTextFiles(name);
+  const config = join(dir, `${name}.yaml`);
+  await writeFile(config, 'text:\n  tokenizer_file: tokenizer.json\n');
+  return cli([
+    'model-archive',
+    'pack',
+    '--model-name',
+    name,
+    '--serialized-file',
+    files.model,
+    '--handler',
+    name === 'encoder-bert' ? 'text-embedding' : 'text-generation',
+    '--config-file',
+    config,
+    '--extra-files',
+    files.tokenizer,
+    '--export-path',
+    join(dir, 'out'),
+    '--archive-format',
+    'dir',
+    '--force',
+    ...extra,
+  ]);
+}
+
+for (const precision of ['fp16', 'int8'] as const) {
+  test(`pack --precision ${precision} on the torch-text exports: the BERT encoder gets type ids 0 and a mask of ones, each decoder a cache that agrees with its mask and positions, and a decoder is judged on its logits`, async (t) => {
+    const dir = await tempDir(t);
+    const judged = new Map<TorchTextFixture, string>([
+      ['encoder-bert', 'last_hidden_state'],
+      ['decoder-gpt2', 'logits'],
+      ['decoder-gpt2-nopos', 'logits'],
+      ['decoder-llama', 'logits'],
+    ]);
+    for (const [name, output] of judged) {
+      const packed = await packText(dir, name, '--precision', precision);
+      assert.equal(packed.code, 0, `${name}: ${packed.stderr}`);
+      assert.match(packed.stdout, /accuracy gate passed: 64 random samples/, name);
+      const { model: info } = await manifestOf(join(dir, 'out', name));
+      assert.equal(info.precision, precision);
+      assert.deepEqual(
+        info.accuracy?.outputs.map((figures) => figures.name),
+        [output],
+        name,
+      );
+    }
+    // Optimum's merged decoder chooses its branch with an If, which no conversion here rewrites.
+    const merged = await packText(dir, 'decoder-llama-merged', '--precision', precision);
+    assert.equal(merged.code, 1, merged.stderr);
+    assert.match(merged.stderr.trim(), /^[^\n]*control flow is not converted \[BS_ERR_CONVERSION_FAILED\]$/);
+  });
+}
+
+test('pack --precision refuses in one line naming --calibration-data what the gate cannot feed: inputs the original model fails on, a decoder whose cache would turn float16', async (t) => {
+  const dir = await tempDir(t);
+  const model = await writeModel(dir, 'lookup.onnx', lookupModel());
+  const refused = await pack(model, join(dir, 'out'), '--precision', 'fp16');
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(
+    refused.stderr.trim(),
+    /^[^\n]*random inputs make the original model fail \(.*Gather.*\); pass --calibration-data DIR[^\n]*\[BS_ERR_USAGE\]$/,
+  );
+  assert.deepEqual(await readdir(join(dir, 'out')).catch(() => []), []);
+
+  const halfCache = await packText(dir, 'decoder-llama', '--precision', 'fp16', '--keep-io-types=false');
+  assert.equal(halfCache.code, 2, halfCache.stderr);
+  assert.match(halfCache.stderr.trim(), /^[^\n]*--keep-io-types=false .*float16.*\[BS_ERR_USAGE\]$/);
 });

@@ -35,6 +35,30 @@ test('random gate inputs are seeded: the same values each time, batch and variab
   assert.deepEqual(fixed.feeds[0]?.x?.dims, [2, 5]);
 });
 
+test("text inputs get what a text model takes, whatever the handler: windows of the tokenizer's ids, a mask of ones, type ids 0, positions along the tokens", () => {
+  const text = (name: string) => ({ name, datatype: 'INT64' as const, shape: [-1, -1] });
+  const gate = randomGateFeeds(
+    ['input_ids', 'attention_mask', 'token_type_ids', 'position_ids'].map(text),
+    true,
+    [100, 101, 102, 103, 104],
+  );
+  const feed = gate.feeds[0] ?? {};
+  const values = (name: string): number[] => Array.from(feed[name]?.data as BigInt64Array, Number);
+  assert.deepEqual(feed.input_ids?.dims, [GATE_BATCH, 32]);
+  const ids = values('input_ids');
+  for (let row = 0; row < GATE_BATCH; row++) {
+    // Each row runs on through the ids from its own start, wrapping round.
+    const first = ids[row * 32] as number;
+    assert.deepEqual(
+      ids.slice(row * 32, row * 32 + 6),
+      [0, 1, 2, 3, 4, 5].map((k) => 100 + ((first - 100 + k) % 5)),
+    );
+  }
+  assert.ok(values('attention_mask').every((value) => value === 1));
+  assert.ok(values('token_type_ids').every((value) => value === 0));
+  assert.deepEqual(values('position_ids').slice(0, 34), [...Array.from({ length: 32 }, (_, i) => i), 0, 1]);
+});
+
 test('the same model passes the gate with zero error', async () => {
   const figures = await measureAccuracy({
     original: affineModel(),

@@ -54,12 +54,10 @@ async function generate(
   generation: Record<string, unknown> = {},
 ): Promise<{ ends: Map<number, SequenceEnd>; steps: GenerationEvents[]; batching: string }> {
   const { batching } = await probePadding(fixture.session, fixture.layout);
-  const options = servedGenerationOptions({
-    ...servedGenerationOptions(undefined),
-    eos_token_ids: [fixture.answers.eos_token_id],
-    max_context: 64,
-    ...generation,
-  });
+  const options = servedGenerationOptions(
+    { ...servedGenerationOptions(undefined, 64), eos_token_ids: [fixture.answers.eos_token_id], ...generation },
+    64,
+  );
   const engine = new GenerationEngine(fixture.session, fixture.layout, fixture.tokenizer, options, batching);
   const ends = new Map<number, SequenceEnd>();
   const steps: GenerationEvents[] = [];

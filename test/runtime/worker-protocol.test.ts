@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import ort from 'onnxruntime-node';
-import { fromWireTensors, toWireTensors } from '../../src/runtime/worker-protocol.js';
+import { ConfigInvalidError, HandlerInvalidError, InferenceFailedError } from '../../src/core/errors.js';
+import { fromWireError, fromWireTensors, toWireError, toWireTensors } from '../../src/runtime/worker-protocol.js';
 
 test('every tensor type crosses to a worker and back unchanged, numeric data as raw bytes', () => {
   const tensors = {
@@ -37,4 +38,20 @@ test('every tensor type crosses to a worker and back unchanged, numeric data as 
       name,
     );
   }
+});
+
+test('an error crosses from a worker as its own class, code, status and message, a config error with its problems', () => {
+  const config = fromWireError(structuredClone(toWireError(new ConfigInvalidError('m.yaml', ['a: too big']))));
+  assert.ok(config instanceof ConfigInvalidError);
+  assert.equal(config.code, 'BS_ERR_CONFIG_INVALID');
+  assert.equal(config.httpStatus, 400);
+  assert.equal(config.message, 'm.yaml: a: too big');
+  assert.equal(config.name, 'ConfigInvalidError');
+  assert.deepEqual(config.problems, ['a: too big']);
+  const handler = fromWireError(structuredClone(toWireError(new HandlerInvalidError('no'))));
+  assert.ok(handler instanceof HandlerInvalidError);
+  assert.equal(handler.message, 'no');
+  const plain = fromWireError(structuredClone(toWireError(new Error('boom'))));
+  assert.ok(plain instanceof InferenceFailedError);
+  assert.equal(plain.message, 'boom');
 });

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,7 +9,7 @@ import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import { packArchive } from '../../src/archive/pack.js';
 import { loadTokenizer, type TextTokenizer } from '../../src/handlers/text-tokens.js';
-import { startTestServer } from '../fixtures/server.js';
+import { call, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import {
   DECODER_FIXTURES,
@@ -184,4 +185,67 @@ test("encoder-bert: /v1/embeddings equals torch's mean-pooled embeddings within 
     assert.ok(item);
     assertClose(answer.data[0]?.embedding, item.embedding, `${item.text} alone`);
   });
+});
+
+test('decoder-llama holds 128 positions: max_context 2048 is refused at pack and at load naming both numbers; left out it is 128, and a prompt with max_tokens past it is a 400 at the door', async (t) => {
+  const files = torchTextFiles('decoder-llama');
+  const dir = await tempDir(t);
+  const packWith = async (generation: readonly string[]): Promise<string> => {
+    const configFile = join(dir, 'model-config.yaml');
+    await writeFile(
+      configFile,
+      ['text:', '  tokenizer_file: tokenizer.json', 'generation:', ...generation, ''].join('\n'),
+    );
+    const packed = await packArchive({
+      modelName: 'llama',
+      serializedFile: files.model,
+      handler: 'text-generation',
+      configFile,
+      extraFiles: [files.tokenizer],
+      exportPath: join(dir, 'store'),
+      archiveFormat: 'dir',
+      force: true,
+    });
+    return packed.path;
+  };
+  const overTheModel = {
+    code: 'BS_ERR_CONFIG_INVALID',
+    message: /generation\.max_context 2048 is over the 128 positions this model holds; set it to 128 or less/,
+  };
+  await assert.rejects(packWith(['  max_context: 2048']), overTheModel);
+
+  // An archive pack never saw so (the old default wrote 2048 into every generation section):
+  // its config changed and its hash with it, as a rebuilt archive would be.
+  const archive = await packWith(['  max_context: 128']);
+  const configPath = join(archive, 'model-config.yaml');
+  const config = Buffer.from((await readFile(configPath, 'utf8')).replace('max_context: 128', 'max_context: 2048'));
+  await writeFile(configPath, config);
+  const manifestPath = join(archive, 'MAR-INF', 'MANIFEST.json');
+  const manifest = JSON.parse(await readFile(manifestPath, 'utf8')) as {
+    files: { path: string; size: number; sha256: string }[];
+  };
+  for (const entry of manifest.files.filter((file) => file.path === 'model-config.yaml')) {
+    entry.size = config.length;
+    entry.sha256 = createHash('sha256').update(config).digest('hex');
+  }
+  await writeFile(manifestPath, JSON.stringify(manifest));
+  await assert.rejects(startTestServer(t, { models: [`llama=${archive}`] }), overTheModel);
+
+  const server = await startTestServer(t, { models: [`llama=${await packWith(['  max_new_tokens: 200'])}`] });
+  const { tokenizer } = loadTokenizer(await readFile(files.tokenizer, 'utf8'), 'text-generation');
+  const prompt = 'the cat sat on the mat and the dog ran in the park. '.repeat(4);
+  const promptTokens = tokenizer.encode(prompt).ids.length;
+  assert.ok(promptTokens > 40 && promptTokens < 100, `${promptTokens} prompt tokens`);
+  const complete = (maxTokens: number) =>
+    call(`${server.urls.inference}/v1/completions`, {
+      body: JSON.stringify({ model: 'llama', prompt, max_tokens: maxTokens, temperature: 0 }),
+    });
+  const over = await complete(129 - promptTokens);
+  assert.equal(over.status, 400, JSON.stringify(over.body));
+  assert.equal(over.body.code, 'BS_ERR_INFERENCE_INPUT');
+  assert.match(over.body.error.message, /come to 129, over this model's max_context of 128/);
+  // Up to the last position the model holds, the answer runs (it was a 500 from onnxruntime's Gather past it).
+  const fits = await complete(128 - promptTokens);
+  assert.equal(fits.status, 200, JSON.stringify(fits.body));
+  assert.ok(fits.body.usage.total_tokens <= 128, JSON.stringify(fits.body.usage));
 });
