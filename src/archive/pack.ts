@@ -21,6 +21,7 @@ import { loadStepFunctions } from '../pipeline/step-function.js';
 import { reconcileWithModel } from '../runtime/reconcile.js';
 import { createSession, readModelSignature } from '../runtime/session.js';
 import { servedMaxContext } from '../runtime/context-probe.js';
+import { ConfigInvalidError } from '../core/errors.js';
 import { decoderLayout, type DecoderLayout } from '../runtime/decoder-layout.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { checkImageClassifierInput } from '../handlers/image-input.js';
@@ -129,7 +130,8 @@ async function checkMaxContext(
 ): Promise<void> {
   const session = await createSession(model, { runtime: config.runtime });
   try {
-    await servedMaxContext(session, layout, configured, configSource);
+    const { over } = await servedMaxContext(session, layout, configured);
+    if (over) throw new ConfigInvalidError(configSource, [over]);
   } finally {
     await session.release();
   }

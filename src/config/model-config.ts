@@ -475,7 +475,7 @@ export const modelConfigSchema = {
           min: 2,
           max: MODEL_CONFIG_LIMITS.textMaxLength,
           description:
-            "A sequence's prompt plus its new tokens; a request asking more is refused (400). Checked at pack and at load by running the model one token at its last position: over the positions the model holds is refused (BS_ERR_CONFIG_INVALID). Default: the positions the model holds, at most 2048.",
+            "A sequence's prompt plus its new tokens; a request asking more is refused (400). Checked by running the model one token at its last position: over the positions the model holds, pack refuses it (BS_ERR_CONFIG_INVALID) and load serves what the model holds with a warning. Default: the positions the model holds, at most 2048.",
         },
         max_new_tokens: {
           kind: 'integer',

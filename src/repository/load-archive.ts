@@ -144,7 +144,8 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
           )
       : undefined;
     if (decoder) {
-      const { padding, maxContext } = decoder;
+      const { padding, maxContext, contextWarning } = decoder;
+      if (contextWarning) options.logger?.warn({ model: name, version }, contextWarning);
       options.logger?.info(
         { model: name, version, batching: padding.batching, maxContext },
         `generation: sequences share steps ${padding.batching === 'padded' ? 'padded' : 'only at equal lengths'}: ${padding.reason}; max_context ${maxContext}`,

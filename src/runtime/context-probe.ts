@@ -1,30 +1,37 @@
 import ort from 'onnxruntime-node';
-import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
+import { ModelLoadError } from '../core/errors.js';
 import type { DecoderLayout } from './decoder-layout.js';
 
 /** max_context when the config names none and the model holds at least this many positions. */
 export const DEFAULT_MAX_CONTEXT = 2048;
 
+/** The max_context a decoder is served with, and when the config asked more, what to say about it. */
+export interface ServedContext {
+  readonly maxContext: number;
+  /** Set when the configured max_context is over what the model holds. */
+  readonly over?: string;
+}
+
 /**
  * The max_context a decoder is served with, found by running its session (pack and load call
  * this; parsing the graph for its position table would hold a large model's protobuf in
- * memory): the configured one, refused when the model cannot run its last position; without
- * one, DEFAULT_MAX_CONTEXT or the positions the model holds, whichever is fewer.
+ * memory): the configured one, or what the model holds when that is fewer (`over` says so:
+ * pack refuses it, load serves the model's and warns, since archives packed before this check
+ * carry the old default of 2048); without one, DEFAULT_MAX_CONTEXT or the positions the model
+ * holds, whichever is fewer.
  */
 export async function servedMaxContext(
   session: ort.InferenceSession,
   layout: DecoderLayout,
   configured: number | undefined,
-  source: string,
-): Promise<number> {
+): Promise<ServedContext> {
   const limit = configured ?? DEFAULT_MAX_CONTEXT;
   const held = await positionsHeld(session, layout, limit);
-  if (configured !== undefined && held < configured) {
-    throw new ConfigInvalidError(source, [
-      `generation.max_context ${configured} is over the ${held} positions this model holds; set it to ${held} or less, or leave it out`,
-    ]);
-  }
-  return held;
+  if (configured === undefined || held >= configured) return { maxContext: held };
+  return {
+    maxContext: held,
+    over: `generation.max_context ${configured} is over the ${held} positions this model holds; set it to ${held} or less, or leave it out`,
+  };
 }
 
 /**

@@ -15,6 +15,8 @@ export interface DecoderFindings {
   readonly padding: PaddingVerdict;
   /** generation.max_context as served: the config's, or what the model holds up to the default. */
   readonly maxContext: number;
+  /** Set when the config asked more context than the model holds: served with what it holds. */
+  readonly contextWarning?: string;
 }
 
 /**
@@ -32,7 +34,7 @@ export async function openGenerationEngine(
   const layout = decoderLayout(config.inputs, config.outputs);
   const { tokenizer } = loadTokenizer(tokenizerJson, 'text-generation');
   const padding = await probePadding(session, layout);
-  const maxContext = await servedMaxContext(session, layout, config.generation?.max_context, configSource);
+  const { maxContext, over } = await servedMaxContext(session, layout, config.generation?.max_context);
   const pace =
     device === SIMULATED_DEVICE ? simulatedStepPacer(config.simulated_device ?? DEFAULT_SIMULATED_DEVICE) : undefined;
   const engine = new GenerationEngine(
@@ -43,7 +45,14 @@ export async function openGenerationEngine(
     padding.batching,
     pace,
   );
-  return { engine, decoder: { padding, maxContext } };
+  return {
+    engine,
+    decoder: {
+      padding,
+      maxContext,
+      ...(over ? { contextWarning: `${configSource}: ${over}; serving max_context ${maxContext}` } : {}),
+    },
+  };
 }
 
 /** How a text-generation archive's decoder will be batched, and what a token costs in its cache: for `inspect`. */

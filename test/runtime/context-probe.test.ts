@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type ort from 'onnxruntime-node';
 import { validateModelConfig } from '../../src/config/model-config.js';
 import { decoderLayout } from '../../src/runtime/decoder-layout.js';
-import { DEFAULT_MAX_CONTEXT, servedMaxContext } from '../../src/runtime/context-probe.js';
+import { DEFAULT_MAX_CONTEXT, servedMaxContext, type ServedContext } from '../../src/runtime/context-probe.js';
 import { createSession, readSignature } from '../../src/runtime/session.js';
 import { decoderModel } from '../fixtures/onnx-models.js';
 import { TEXT_VOCAB } from '../fixtures/text-tokenizer.js';
@@ -15,7 +15,7 @@ const { runtime } = validateModelConfig({}, 'test');
 async function probe(
   model: string | Uint8Array,
   configured: number | undefined,
-): Promise<{ served: number; steps: number }> {
+): Promise<{ served: ServedContext; steps: number }> {
   const session = await createSession(model, { runtime });
   try {
     const signature = readSignature(session, 'model');
@@ -30,7 +30,7 @@ async function probe(
             }
           : Reflect.get(target, key),
     });
-    return { served: await servedMaxContext(counting, layout, configured, 'model-config.yaml'), steps };
+    return { served: await servedMaxContext(counting, layout, configured), steps };
   } finally {
     await session.release();
   }
@@ -42,20 +42,20 @@ for (const name of DECODER_FIXTURES) {
     assert.ok(held !== null);
     const { model } = torchTextFiles(name);
     const unset = await probe(model, undefined);
-    assert.equal(unset.served, held);
+    assert.deepEqual(unset.served, { maxContext: held });
     // One at 2047, one at 0, then a binary search below 2047.
     assert.ok(unset.steps <= 2 + Math.ceil(Math.log2(DEFAULT_MAX_CONTEXT)), `${unset.steps} steps`);
-    assert.deepEqual(await probe(model, held), { served: held, steps: 1 });
-    assert.equal((await probe(model, 2)).served, 2);
-    await assert.rejects(probe(model, held + 1), {
-      code: 'BS_ERR_CONFIG_INVALID',
-      message: `model-config.yaml: generation.max_context ${held + 1} is over the ${held} positions this model holds; set it to ${held} or less, or leave it out`,
+    assert.deepEqual(await probe(model, held), { served: { maxContext: held }, steps: 1 });
+    assert.deepEqual((await probe(model, 2)).served, { maxContext: 2 });
+    assert.deepEqual((await probe(model, held + 1)).served, {
+      maxContext: held,
+      over: `generation.max_context ${held + 1} is over the ${held} positions this model holds; set it to ${held} or less, or leave it out`,
     });
   });
 }
 
 test('a decoder with no position table runs any position: max_context is the default, or what the config says, in one step', async () => {
   const model = decoderModel(TEXT_VOCAB.length);
-  assert.deepEqual(await probe(model, undefined), { served: DEFAULT_MAX_CONTEXT, steps: 1 });
-  assert.deepEqual(await probe(model, 8192), { served: 8192, steps: 1 });
+  assert.deepEqual(await probe(model, undefined), { served: { maxContext: DEFAULT_MAX_CONTEXT }, steps: 1 });
+  assert.deepEqual(await probe(model, 8192), { served: { maxContext: 8192 }, steps: 1 });
 });
