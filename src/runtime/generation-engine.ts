@@ -223,7 +223,8 @@ export class GenerationEngine {
     const joining = this.#admit();
     let next: RunningBatch | undefined;
     if (joining.length > 0) {
-      const main = this.batching === 'padded' ? this.#batches[0] : undefined;
+      // Padded, the batch whose rows all decode (not one still reading a long prompt) takes joiners.
+      const main = this.batching === 'padded' ? this.#batches.find(decodesOnly) : undefined;
       if (main && sharesStep(live(main).length, joining, this.options.max_tokens_per_step)) {
         main.cache = BatchCache.pack(this.layout, [
           { cache: main.cache, rows: liveRows(main) },
@@ -416,10 +417,7 @@ export class GenerationEngine {
 
   /** Batches that can share a step become one: padded, all of them; equal-length, those of one length. */
   #merge(): void {
-    const ready = this.#batches.filter(
-      (batch) =>
-        batch.cache.width > 0 && live(batch).length > 0 && live(batch).every((sequence) => unread(sequence) === 0),
-    );
+    const ready = this.#batches.filter((batch) => live(batch).length > 0 && decodesOnly(batch));
     if (ready.length < 2) return;
     const groups = new Map<number, RunningBatch[]>();
     for (const batch of ready) {
@@ -498,6 +496,11 @@ function firstStop(text: string, stops: readonly string[], from: number): number
     if (at >= 0 && (first === undefined || at < first)) first = at;
   }
   return first;
+}
+
+/** Every row of the batch has read its prompt: its steps feed one token a row. */
+function decodesOnly(batch: RunningBatch): boolean {
+  return batch.cache.width > 0 && live(batch).every((sequence) => unread(sequence) === 0);
 }
 
 /** Prompt tokens a sequence has still to read. */
