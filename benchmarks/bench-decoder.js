@@ -31,7 +31,10 @@ export async function benchDecoder() {
     const partial = `${dir}.partial-${process.pid}`;
     console.log(`making the bench decoder in ${dir} (about 10 s)`);
     const made = spawnSync(PYTHON, [SCRIPT, '--bench-decoder', partial], { stdio: 'inherit' });
-    if (made.status !== 0) throw new Error(`torch-text-fixtures.py --bench-decoder exited with ${made.status}`);
+    if (made.status !== 0) {
+      await rm(partial, { recursive: true, force: true });
+      throw new Error(`torch-text-fixtures.py --bench-decoder exited with ${made.status}`);
+    }
     await rm(dir, { recursive: true, force: true });
     await rename(partial, dir);
   }
