@@ -320,34 +320,122 @@ export const accelerator = {
 };
 
 /** Each results/<name>.json's renderer, by name: the names the docs' markers use. */
+/** Part 3's figures, '—' where a phase had no sample (null, or NaN in a ratio). */
+const msOrDash = (value) => (value === null || !Number.isFinite(value) ? '—' : fixed(value, 0));
+const fixedOrDash = (value, digits) => (value === null || !Number.isFinite(value) ? '—' : fixed(value, digits));
+
 export const generation = {
+  header({ settings, decoder }) {
+    const { vsLoop } = settings;
+    return [
+      (settings.pinned
+        ? 'server or loop on CPU 0 (taskset -c 0), client on CPU 1'
+        : 'not pinned (taskset missing or a single CPU)') +
+        `, one intra-op thread; ${vsLoop.rounds} round(s) of loop, served, served, loop, ` +
+        `a fresh process each, ${vsLoop.warmupTokens}-token warm-up`,
+      `bench decoder ${fixed(decoder.parameters / 1e6, 1)} M parameters, greedy; decode tokens/s = B·(N − 1) ÷ (first token → last); ` +
+        'TTFT the slowest of B; peak RSS: VmHWM',
+    ].join('\n');
+  },
+  vsLoopRun(point, run) {
+    const head = `B=${String(point.batch).padEnd(2)} P=${String(point.promptTokens).padEnd(3)} N=${String(point.newTokens).padEnd(3)} round ${point.round}  ${run.side.padEnd(6)}`;
+    const rate = `${fixed(run.tokensPerSecond, 0).padStart(5)} tokens/s`;
+    const rss = `peak RSS ${fixed(run.peakRssMiB, 0)} MiB`;
+    if (run.side === 'loop') return `${head} ${rate}  prefill ${fixed(run.prefillMs, 0)} ms  ${rss}`;
+    return (
+      `${head} ${rate}  TTFT ${fixed(run.firstTokenMs, 0)} ms  ${rss} (sampled ${fixed(run.sampledRssMiB, 0)})  ` +
+      `after T0 ${run.tokensAfterT0}/${run.expectedAfterT0}  chunks = usage: ${run.chunksMatchUsage ? 'yes' : 'NO'}  ` +
+      `answers = loop's: ${run.sameAnswers}/${point.batch}`
+    );
+  },
+  /** Part 1's table: its header for `rounds` rounds, then a line a point. */
+  vsLoopColumns(rounds, cells) {
+    const [batch, prompt, tokens, loop, served, ratio, ratios, controls, ttft, rss] = cells;
+    return (
+      `${batch.padStart(4)}${prompt.padStart(5)}${tokens.padStart(5)}${loop.padStart(7)}${served.padStart(8)}${ratio.padStart(7)} ` +
+      `${ratios.padEnd(6 * rounds)}  ${controls.padStart(Math.max(7, 6 * rounds - 2))}${ttft.padStart(9)}   ${rss}`
+    );
+  },
+  vsLoopPoint(point) {
+    const { loop, served } = point;
+    const notes = [
+      ...(served.chunksMatchUsage ? [] : ['chunks ≠ usage']),
+      ...(served.sameAnswers < point.batch ? [`${served.sameAnswers}/${point.batch} answers = loop's`] : []),
+    ];
+    return generation.vsLoopColumns(point.ratios.length, [
+      String(point.batch),
+      String(point.promptTokens),
+      String(point.newTokens),
+      fixed(loop.tokensPerSecond, 0),
+      fixed(served.tokensPerSecond, 0),
+      fixed(point.ratio, 2),
+      `(${ratioList(point.ratios)})`,
+      ratioList(point.controls),
+      fixed(served.firstTokenMs, 0),
+      `${fixed(loop.peakRssMiB, 0)} / ${fixed(served.peakRssMiB, 0)} = ${fixed(point.rssRatio, 2)}${notes.map((note) => `  ${note}`).join('')}`,
+    ]);
+  },
+  /** Part 2, each level in full as the script prints it. */
   level(level) {
     const side = (name, figures) =>
       `  ${name.padEnd(9)} ${fixed(figures.tokensPerSecond, 0).padStart(5)} tokens/s  ITL p50 ${fixed(figures.interTokenP50Ms, 1)} ms, p99 ${fixed(figures.interTokenP99Ms, 1)} ms  TTFT p99 ${fixed(figures.firstTokenP99Ms, 0)} ms${figures.errors ? `  ${figures.errors} errors` : ''}`;
     return [
-      `${level.workload} max_tokens, ${level.concurrency} streaming clients`,
+      `sim: ${level.workload} max_tokens, ${level.concurrency} streaming clients`,
       side('iteration', level.iteration),
       side('request', level.request),
       `  iteration ÷ request ${fixed(level.ratio, 2)}×; control (iteration ÷ itself) ${fixed(level.control, 3)}`,
     ].join('\n');
   },
-  summary(result) {
-    const { settings, verdicts } = result;
-    return [
-      `simulated decoding step: ${settings.cost.cMs} ms + ${settings.cost.mMs} ms a token fed; ${settings.activeSequences} sequences decode together; answers ${settings.tokens[0]}–${settings.tokens[1]} tokens`,
-      ...verdicts.map((verdict) => `${metOrMissed(verdict.met)}: ${verdict.label}`),
-    ].join('\n');
+  /** Part 2, a level in one line. */
+  simLine(level) {
+    const { iteration, request } = level;
+    return (
+      `  ${`${level.workload} K=${level.concurrency}`.padEnd(17)}${fixed(iteration.tokensPerSecond, 0).padStart(5)} / ${fixed(request.tokensPerSecond, 0).padStart(4)} tokens/s = ` +
+      `${fixed(level.ratio, 2)}× (control ${fixed(level.control, 3)}); p99 ITL ${fixed(iteration.interTokenP99Ms, 1)} / ${fixed(request.interTokenP99Ms, 1)} ms` +
+      `${iteration.errors + request.errors ? `; ${iteration.errors + request.errors} errors` : ''}`
+    );
+  },
+  longPromptPhase(phase, settings) {
+    const errors = Object.values(phase.errors).reduce((sum, count) => sum + count, 0);
+    return (
+      `long prompts, ${phase.loaded ? `loaded (${phase.longRequests} × ${settings.longPromptTokens} tokens, their TTFT p50 ${msOrDash(phase.longFirstTokenMs)} ms)` : 'alone'}: ` +
+      `${phase.requests} short requests, TTFT p50 ${msOrDash(phase.firstTokenMs.p50)} ms, p99 ${msOrDash(phase.firstTokenMs.p99)} ms; ` +
+      `short streams ${fixed(phase.shortTokensPerSecond, 0)} tokens/s${errors ? `; ${errors} errors` : ''}`
+    );
   },
   render(result) {
+    const { settings, vsLoop, levels, longPrompt, verdicts } = result;
+    const { sim } = settings;
+    const lp = settings.longPrompt;
+    const missed = verdicts.filter(({ met }) => !met);
     return [
       ...environmentLines(result),
-      result.settings.pinned
-        ? 'servers pinned to CPU 0 (taskset -c 0), client to CPU 1'
-        : 'not pinned (taskset missing or a single CPU)',
-      `each level: iteration, request, request, iteration (${result.settings.durationMs / 1000} s each after ${result.settings.warmupMs / 1000} s of warm-up)`,
-      '',
-      ...result.levels.map((level) => `${generation.level(level)}\n`),
-      generation.summary(result),
+      generation.header(result),
+      'served ÷ plain loop, decode tokens/s (medians; each round in brackets); peak RSS MiB loop / served',
+      generation.vsLoopColumns(settings.vsLoop.rounds, [
+        'B',
+        'P',
+        'N',
+        'loop',
+        'served',
+        'ratio',
+        '(rounds)',
+        'control',
+        'TTFT ms',
+        'peak RSS',
+      ]),
+      ...vsLoop.map((point) => generation.vsLoopPoint(point)),
+      `sim (step ${sim.cost.cMs} ms + ${sim.cost.mMs} ms a token, ${sim.activeSequences} rows, answers ${sim.tokens[0]}–${sim.tokens[1]}, ` +
+        `A B B A of ${sim.durationMs / 1000} s): iteration / request`,
+      ...levels.map((level) => generation.simLine(level)),
+      `TTFT of ${lp.clients} clients (${lp.promptTokens}-token prompts, ${lp.maxTokens} tokens; A B B A of ${lp.durationMs / 1000} s): alone p50 ${msOrDash(longPrompt.alone.p50)} ms, ` +
+        `p99 ${msOrDash(longPrompt.alone.p99)} ms (control ${fixedOrDash(longPrompt.control, 2)})`,
+      `  while ${lp.longPromptTokens}-token prompts join (${lp.longMaxTokens} tokens, ${longPrompt.longRequests} sent): ` +
+        `p50 ${msOrDash(longPrompt.loaded.p50)} ms, p99 ${msOrDash(longPrompt.loaded.p99)} ms: ${fixedOrDash(longPrompt.ratio.p50, 1)}× and ${fixedOrDash(longPrompt.ratio.p99, 1)}×; ` +
+        `short streams ${fixed(longPrompt.shortTokensPerSecond.alone, 0)} → ${fixed(longPrompt.shortTokensPerSecond.loaded, 0)} tokens/s`,
+      `aims met: ${verdicts.length - missed.length} of ${verdicts.length}` +
+        (missed.length === 0 ? '' : `; MISSED ${missed.length}:`),
+      ...wrapped(missed.map(({ label }) => label)),
     ].join('\n');
   },
 };
