@@ -223,15 +223,14 @@ export class GenerationEngine {
     const joining = this.#admit();
     let next: RunningBatch | undefined;
     if (joining.length > 0) {
-      // Padded, the batch whose rows all decode (not one still reading a long prompt) takes joiners.
-      const main = this.batching === 'padded' ? this.#batches.find(decodesOnly) : undefined;
-      if (main && sharesStep(live(main).length, joining, this.options.max_tokens_per_step)) {
-        main.cache = BatchCache.pack(this.layout, [
-          { cache: main.cache, rows: liveRows(main) },
+      const host = this.#hostFor(joining);
+      if (host) {
+        host.cache = BatchCache.pack(this.layout, [
+          { cache: host.cache, rows: liveRows(host) },
           { cache: BatchCache.empty(this.layout, joining.length), rows: joining.map((_, row) => row) },
         ]);
-        main.sequences = [...live(main), ...joining];
-        next = main;
+        host.sequences = [...live(host), ...joining];
+        next = host;
       } else {
         next = { sequences: joining, cache: BatchCache.empty(this.layout, joining.length), decoding: false };
         this.#batches.push(next);
@@ -250,6 +249,34 @@ export class GenerationEngine {
       next.sequences = live(next);
     }
     return next;
+  }
+
+  /**
+   * The running batch joining prompts share a step with, or none (they run a step of their
+   * own): padded, a batch whose rows all decode, where the step's padding and the cache's after
+   * it stay within double (sharesStep, paddingHolds); of those, the one padded least.
+   */
+  #hostFor(joining: readonly Sequence[]): RunningBatch | undefined {
+    if (this.batching !== 'padded') return undefined;
+    let host: RunningBatch | undefined;
+    let leastPadding = Infinity;
+    for (const batch of this.#batches) {
+      const rows = live(batch);
+      if (!decodesOnly(batch) || !sharesStep(rows.length, joining, this.options.max_tokens_per_step)) continue;
+      // After the step: every running row one token longer, every joiner its prompt long.
+      const lengths = [
+        ...liveRows(batch).map((row) => (batch.cache.lengths[row] as number) + 1),
+        ...joining.map(unread),
+      ];
+      const shape = shapeOf(lengths);
+      if (!paddingHolds(shape)) continue;
+      const padding = shape.rows * shape.widest - shape.real;
+      if (padding < leastPadding) {
+        host = batch;
+        leastPadding = padding;
+      }
+    }
+    return host;
   }
 
   /** Rows a step may hold. */
@@ -278,6 +305,8 @@ export class GenerationEngine {
       if (rows + joining.length >= rowLimit) break;
       if (tokens + reservedTokens(next) > options.max_total_tokens) break;
       if (joining.length > 0 && prompt > promptBudget) break;
+      // Prompts read in one step are padded to the longest: one much longer waits for the next.
+      if (!paddingHolds(shapeOf([...joining, next].map(unread)))) break;
       if (this.#reservedBytesWith([...joining, next]) > options.kv_cache_bytes) break;
       promptBudget -= prompt;
       tokens += reservedTokens(next);
@@ -299,8 +328,8 @@ export class GenerationEngine {
   #reservedBytesWith(joining: readonly Sequence[]): number {
     const batches = this.#batches.map((batch) => live(batch));
     if (joining.length > 0) {
-      const main = this.batching === 'padded' ? batches[0] : undefined;
-      if (main) main.push(...joining);
+      const host = this.#hostFor(joining);
+      if (host) batches[this.#batches.indexOf(host)]?.push(...joining);
       else batches.push([...joining]);
     }
     let tokens = 0;
@@ -419,13 +448,7 @@ export class GenerationEngine {
   #merge(): void {
     const ready = this.#batches.filter((batch) => live(batch).length > 0 && decodesOnly(batch));
     if (ready.length < 2) return;
-    const groups = new Map<number, RunningBatch[]>();
-    for (const batch of ready) {
-      if (this.batching === 'equal-length' && !batch.cache.dense) continue;
-      const key = this.batching === 'padded' ? 0 : batch.cache.width;
-      groups.set(key, [...(groups.get(key) ?? []), batch]);
-    }
-    for (const group of groups.values()) {
+    for (const group of this.#mergeable(ready)) {
       if (group.length < 2) continue;
       const merged: RunningBatch = {
         sequences: group.flatMap(live),
@@ -437,6 +460,40 @@ export class GenerationEngine {
       };
       this.#batches = [merged, ...this.#batches.filter((batch) => !group.includes(batch))];
     }
+  }
+
+  /**
+   * Batches that become one: equal-length, those of one width with no padding; padded, by
+   * width, each with the next while the merged cache's padding stays within double — a long
+   * sequence beside short ones would make every short row as wide as it, so it runs apart and
+   * the batches take turns.
+   */
+  #mergeable(ready: readonly RunningBatch[]): RunningBatch[][] {
+    const groups: RunningBatch[][] = [];
+    if (this.batching === 'equal-length') {
+      const byWidth = new Map<number, RunningBatch[]>();
+      for (const batch of ready) {
+        if (batch.cache.dense) byWidth.set(batch.cache.width, [...(byWidth.get(batch.cache.width) ?? []), batch]);
+      }
+      return [...byWidth.values()];
+    }
+    const lengthsOf = (batch: RunningBatch): number[] =>
+      liveRows(batch).map((row) => batch.cache.lengths[row] as number);
+    const byWidth = [...ready].sort((a, b) => shapeOf(lengthsOf(a)).widest - shapeOf(lengthsOf(b)).widest);
+    let group: RunningBatch[] = [];
+    let lengths: number[] = [];
+    for (const batch of byWidth) {
+      const joined = [...lengths, ...lengthsOf(batch)];
+      if (group.length > 0 && !paddingHolds(shapeOf(joined))) {
+        groups.push(group);
+        group = [];
+        lengths = [];
+      }
+      group.push(batch);
+      lengths.push(...lengthsOf(batch));
+    }
+    groups.push(group);
+    return groups;
   }
 
   #send(): void {
@@ -496,6 +553,29 @@ function firstStop(text: string, stops: readonly string[], from: number): number
     if (at >= 0 && (first === undefined || at < first)) first = at;
   }
   return first;
+}
+
+interface Shape {
+  readonly rows: number;
+  /** The longest row: the width a batch of these rows needs. */
+  readonly widest: number;
+  /** Positions holding real tokens. */
+  readonly real: number;
+}
+
+function shapeOf(lengths: readonly number[]): Shape {
+  let widest = 0;
+  let real = 0;
+  for (const length of lengths) {
+    widest = Math.max(widest, length);
+    real += length;
+  }
+  return { rows: lengths.length, widest, real };
+}
+
+/** A batch of these rows spends at most as many positions on padding as on real tokens. */
+function paddingHolds({ rows, widest, real }: Shape): boolean {
+  return rows * widest <= 2 * real;
 }
 
 /** Every row of the batch has read its prompt: its steps feed one token a row. */

@@ -54,9 +54,10 @@ async function generate(
   generation: Record<string, unknown> = {},
 ): Promise<{ ends: Map<number, SequenceEnd>; steps: GenerationEvents[]; batching: string }> {
   const { batching } = await probePadding(fixture.session, fixture.layout);
+  const context = (generation.max_context as number | undefined) ?? 64;
   const options = servedGenerationOptions(
-    { ...servedGenerationOptions(undefined, 64), eos_token_ids: [fixture.answers.eos_token_id], ...generation },
-    64,
+    { ...servedGenerationOptions(undefined, context), eos_token_ids: [fixture.answers.eos_token_id], ...generation },
+    context,
   );
   const engine = new GenerationEngine(fixture.session, fixture.layout, fixture.tokenizer, options, batching);
   const ends = new Map<number, SequenceEnd>();
@@ -237,4 +238,27 @@ test('a prompt longer than max_tokens_per_step is read a chunk a step, in turn w
     shortMeanwhile >= chunks - 1,
     `the running sequence took ${shortMeanwhile} tokens while the long prompt was read in ${chunks} chunks`,
   );
+});
+
+test('a sequence much longer than the running ones runs in a batch of its own, the batches in turn, each answer as it is alone', async () => {
+  const fixture = await open('decoder-llama');
+  const shorts = [...fixture.answers.prompts].sort((a, b) => a.ids.length - b.ids.length).slice(0, 4);
+  const long = fixture.tokenizer.encode('the cat sat on the mat and the dog ran in the park. '.repeat(3)).ids;
+  assert.ok(long.length > 60 && long.length + 8 < 128, `${long.length} tokens`);
+  const all = [...shorts.map((prompt) => prompt.ids), long];
+  const limits = { max_tokens_per_step: 128, max_context: 128 };
+  const alone = await Promise.all(all.map((ids, id) => generate(fixture, [submission(id, ids, 8)], limits)));
+  const { ends, steps } = await generate(
+    fixture,
+    all.map((ids, id) => submission(id, ids, 8)),
+    limits,
+  );
+  all.forEach((_, id) => {
+    const end = ends.get(id);
+    assert.ok(end && !('error' in end), JSON.stringify(end));
+    assert.deepEqual(end, alone[id]?.ends.get(id), `sequence ${id}`);
+  });
+  // Four rows of 3 to 10 tokens beside one of 64 would be padded to 64: the long one steps apart.
+  const apart = steps.filter((step) => step.tokens.length === 1 && step.tokens[0]?.[0] === 4).length;
+  assert.ok(apart >= 4, `the long sequence took ${apart} tokens in steps of its own`);
 });

@@ -274,9 +274,11 @@ test('whole-request scheduling (the baseline) answers the same, one batch of seq
 test('a full wait list refuses with 503 BS_ERR_QUEUE_FULL in OpenAI’s shape', async (t) => {
   const dir = await tempDir(t);
   const server = await startTestServer(t, {
-    models: [`writer=${await packDecoder(dir, { active: 1, waiting: 1, maxNew: 2000, context: 4096 })}`],
+    // On the simulated device each of the first answer's 50 steps takes 6 ms: the three
+    // requests all arrive while it runs, however busy the machine.
+    models: [`writer=${await packDecoder(dir, { active: 1, waiting: 1, maxNew: 2000, context: 4096, sim: true })}`],
   });
-  const body = JSON.stringify({ model: 'writer', prompt: 'hello', max_tokens: 300, temperature: 0 });
+  const body = JSON.stringify({ model: 'writer', prompt: 'hello', max_tokens: 50, temperature: 0 });
   const url = `${server.urls.inference}/v1/completions`;
   const answers = await Promise.all([call(url, { body }), call(url, { body }), call(url, { body })]);
   const statuses = answers.map((answer) => answer.status).sort();
