@@ -244,7 +244,7 @@ test('serve --config reads a server.yaml; flags override it; a bad key is refuse
   assert.match(stderr, /server\.yaml: max_batch_delay: unknown key/);
 });
 
-test('SIGTERM with open gRPC streams: admitted requests are answered, streams end, new calls are refused, exit 0', async (t) => {
+test('SIGTERM with open gRPC streams: admitted requests are answered, streams end with UNAVAILABLE, new calls are refused, exit 0', async (t) => {
   const dir = await tempDir(t);
   // As above: only the drain sends the queued requests before their 60 s delay.
   const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 60s\n' });
@@ -261,13 +261,15 @@ test('SIGTERM with open gRPC streams: admitted requests are answered, streams en
   const stream = grpc.stream();
   const answers: { error: string; id: string }[] = [];
   stream.on('data', (message) => answers.push({ error: message.error_message, id: message.infer_response.id }));
-  const ended = new Promise((done) => stream.on('end', done));
+  // The client never finishes its side: the drain ends the stream, with UNAVAILABLE.
+  const ended = new Promise<{ code: number }>((done) => stream.on('error', done));
   stream.write(request(1, 's1'));
   stream.write(request(2, 's2'));
   const unary = grpc.call('ModelInfer', request(3, 'u1'));
   await waitUntil(async () => (await affineGauge(served.urls, 'batchserve_queue_rows')) === 3, 'all 3 are queued');
   served.child.kill('SIGTERM');
-  await within(ended, 20_000, 'the stream ends once its answers are written');
+  const cut = await within(ended, 20_000, 'the stream ends once its answers are written');
+  assert.equal(cut.code, 14, 'UNAVAILABLE: what it would send next is not run');
   assert.deepEqual(
     answers.sort((a, b) => a.id.localeCompare(b.id)),
     [
