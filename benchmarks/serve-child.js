@@ -21,7 +21,7 @@ export function pinSelfOffServerCpu() {
 /**
  * Starts `serve --models name=archive` (Node started with `nodeFlags`, `env` added to this
  * process's) and resolves once it listens, with its URLs, its bench target, its `pid` and
- * `stop()` (SIGTERM, then the exit). The pid is the server's own only when `nodeFlags` carry
+ * `stop()` (SIGTERM, then the exit code). The pid is the server's own only when `nodeFlags` carry
  * SERVING_NODE_FLAGS (or `env` marks it launched): otherwise `serve` starts Node again with
  * them, and the pid is the launcher's, which uses no CPU to speak of (/proc figures read 0).
  */
@@ -46,11 +46,12 @@ export async function serveChild({ name, archive, dir, pinned, nodeFlags = [], e
     management,
     target,
     pid: child.pid,
+    /** Resolves with the exit code (or the signal that ended it). */
     async stop() {
       await target.close();
-      const exited = new Promise((resolve) => child.once('exit', resolve));
+      const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
       child.kill('SIGTERM');
-      await exited;
+      return exited;
     },
   };
 }
