@@ -8,7 +8,7 @@ import { Server as NetServer, type Socket } from 'node:net';
  * that arrives in this time is answered instead, with `Connection: close`. A connection idle
  * longer belongs to a client that is not sending on it.
  */
-export const DRAIN_IDLE_MS = 1000;
+const DRAIN_IDLE_MS = 1000;
 
 /**
  * An HTTP port's open connections and the answers in progress on each, so that a drain closes
@@ -22,8 +22,7 @@ export class HttpConnections {
   /** Each open connection, with its answers not yet finished (more than one when pipelined). */
   readonly #answers = new Map<Socket, Set<ServerResponse>>();
   readonly #idleTimers = new Map<Socket, NodeJS.Timeout>();
-  /** Set by a drain: how long a connection may sit idle before it is closed. */
-  #idleMs: number | undefined;
+  #draining = false;
   #drained: (() => void) | undefined;
 
   constructor(server: Server) {
@@ -39,16 +38,16 @@ export class HttpConnections {
   /**
    * Stops listening and ends every connection once nothing can be lost on it: each answer from
    * now on says `Connection: close` (Node closes the connection after it), and a connection
-   * with no answer in progress is closed once it has been idle for `idleMs`. Resolves when no
-   * connection is open.
+   * with no answer in progress is closed once it has been idle for DRAIN_IDLE_MS. Resolves when
+   * no connection is open.
    */
-  drain(idleMs = DRAIN_IDLE_MS): Promise<void> {
-    this.#idleMs = idleMs;
+  drain(): Promise<void> {
+    this.#draining = true;
     // net.Server's close alone: http.Server's would destroy the idle connections at once.
     NetServer.prototype.close.call(this.#server);
     for (const [socket, answers] of this.#answers) {
       for (const res of answers) if (!res.headersSent) res.setHeader('Connection', 'close');
-      if (answers.size === 0) this.#closeWhenIdle(socket, idleMs);
+      if (answers.size === 0) this.#closeWhenIdle(socket);
     }
     const drained = new Promise<void>((resolve) => (this.#drained = resolve));
     this.#checkDrained();
@@ -63,23 +62,23 @@ export class HttpConnections {
   #answering(socket: Socket, res: ServerResponse): void {
     const answers = this.#answers.get(socket);
     if (!answers) return;
-    if (this.#idleMs !== undefined) res.setHeader('Connection', 'close');
+    if (this.#draining) res.setHeader('Connection', 'close');
     clearTimeout(this.#idleTimers.get(socket));
     this.#idleTimers.delete(socket);
     answers.add(res);
     res.once('close', () => {
       answers.delete(res);
       // An answer whose headers went out before the drain kept its connection alive.
-      if (this.#idleMs !== undefined && answers.size === 0) this.#closeWhenIdle(socket, this.#idleMs);
+      if (this.#draining && answers.size === 0 && this.#answers.has(socket)) this.#closeWhenIdle(socket);
     });
   }
 
-  #closeWhenIdle(socket: Socket, idleMs: number): void {
+  #closeWhenIdle(socket: Socket): void {
     clearTimeout(this.#idleTimers.get(socket));
     const timer = setTimeout(() => {
       this.#idleTimers.delete(socket);
       if (this.#answers.get(socket)?.size === 0) socket.destroy();
-    }, idleMs);
+    }, DRAIN_IDLE_MS);
     this.#idleTimers.set(socket, timer);
   }
 
@@ -91,6 +90,6 @@ export class HttpConnections {
   }
 
   #checkDrained(): void {
-    if (this.#idleMs !== undefined && this.#answers.size === 0) this.#drained?.();
+    if (this.#draining && this.#answers.size === 0) this.#drained?.();
   }
 }
