@@ -77,7 +77,7 @@ ENV NODE_ENV=production \
 USER 10001:10001
 WORKDIR /home/batchserve
 EXPOSE 8080 8081 8082 8001
-# Node with the server's V8 flags (src/core/serving-node-flags.ts), so that the server is pid 1
-# itself: `batchserve serve` started without them would start Node again with them.
+# Node with the server's V8 flags (src/core/serving-node-flags.ts), those the bin's shebang
+# gives it: pid 1 is the server.
 ENTRYPOINT ["node", "--initial-old-space-size=64", "/opt/batchserve/bin/batchserve.js"]
 CMD ["serve", "--model-store", "/mnt/models", "--models", "all"]

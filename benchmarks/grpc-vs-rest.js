@@ -78,7 +78,6 @@ const settings = {
 
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 const { demoPackArgs, DEMO_EXAMPLES } = await import('./demo-archive.js');
-const { SERVING_NODE_FLAGS } = await import('../dist/src/core/serving-node-flags.js');
 const onCpu = (cpu, args) =>
   settings.pinned ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args];
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -148,16 +147,7 @@ try {
   config.runtime = { ...config.runtime, intra_op_threads: 1 };
   await writeFile(join(dir, 'model-config.yaml'), stringify(config));
   await run(onCpu(0, [bin, ...demoPackArgs({ exportPath: dir, configFile: join(dir, 'model-config.yaml') })]));
-  // With the serving flags on Node's command line `serve` serves in this very process, whose
-  // CPU and threads are then the server's (without them it starts Node again, and the pid
-  // measured is the launcher's).
-  server = await serveChild({
-    name: MODEL,
-    archive: join(dir, `${MODEL}.mar`),
-    dir,
-    pinned: settings.pinned,
-    nodeFlags: SERVING_NODE_FLAGS,
-  });
+  server = await serveChild({ name: MODEL, archive: join(dir, `${MODEL}.mar`), dir, pinned: settings.pinned });
   record.settings.serverThreadCpus = await threadCpus(server.pid);
   console.log(grpcVsRest.header(record));
   for (let round = 1; round <= settings.rounds; round++) {

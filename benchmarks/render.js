@@ -490,6 +490,34 @@ export const predict = {
   },
 };
 
+export const drainResets = {
+  header(result) {
+    const { settings } = result;
+    return [
+      ...environmentLines(result),
+      `the affine model served by \`serve\`; ${settings.clients} keep-alive clients (node:http Agent), each sending its next ` +
+        `inference as its last is answered; SIGTERM once each has had ${settings.warmAnswers} answers; ${settings.runs} runs, a fresh server each`,
+      '',
+    ].join('\n');
+  },
+  run(run) {
+    const list = (counts) =>
+      Object.entries(counts)
+        .map(([key, count]) => `${key} ${count}`)
+        .join(', ') || 'none';
+    return `run ${String(run.run).padStart(2)}: answers ${list(run.answers)}; clients ended on ${list(run.ends)}; exit ${run.exitCode}`;
+  },
+  summary(result) {
+    const { summary, settings } = result;
+    return [
+      `\nover ${settings.runs} runs: ${summary.requests} requests answered (${summary.served} served, ${summary.refusedWith503} 503 ` +
+        `with Connection: close); resets ${summary.resets}, hangs ${summary.hangs}, other failures ${summary.otherEnds}, ` +
+        `5xx but 503 ${summary.errorAnswers}, runs exiting other than 0 ${summary.badExits}`,
+      `aims: ${summary.verdicts.map(({ key, aim, met }) => `${key} ${aim}: ${metOrMissed(met)}`).join('; ')}`,
+    ].join('\n');
+  },
+};
+
 export const renderers = {
   predict: (result) => predict.render(result),
   embeddings: (result) => embeddings.render(result),

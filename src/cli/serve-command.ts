@@ -131,12 +131,6 @@ export function registerServe(program: Command): void {
     )
     .addHelpText('after', ENVIRONMENT_HELP)
     .action(async (options: ServeCommandOptions, command: Command) => {
-      const launcher = await import('./serve-launcher.js');
-      if (launcher.needsLaunch()) {
-        process.exitCode = await launcher.launchServe();
-        return;
-      }
-      launcher.followLauncher();
       const { runServe } = await import('./serve.js');
       process.exitCode = await runServe(options, (key) => {
         const option = command.options.find((candidate) => candidate.attributeName() === key);

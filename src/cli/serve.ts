@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { InputFileError, UsageError } from '../core/errors.js';
+import { hasServingNodeFlags, SERVING_NODE_FLAGS } from '../core/serving-node-flags.js';
 import { readConfigFile } from '../config/load.js';
 import { parseProperties, serverConfigOfProperties, type PropertiesReading } from '../config/torchserve-properties.js';
 import { isSingleArchiveStore } from '../repository/store-catalog.js';
@@ -63,6 +64,12 @@ export async function runServe(options: ServeCommandOptions, origin: OptionOrigi
     );
   }
   const server = await startServer({ config });
+  if (!hasServingNodeFlags(process.execArgv)) {
+    server.logger.info(
+      { nodeFlags: SERVING_NODE_FLAGS },
+      "serving without the server's V8 flags: Node was started without them (the batchserve bin starts it with them; docs/serving.md, The server's heap)",
+    );
+  }
   for (const warning of propertyWarnings)
     server.logger.warn({ file: options.tsConfig }, `config.properties: ${warning}`);
   // Listening before the block is printed: whoever reads it may signal at once.

@@ -67,6 +67,12 @@ interface OpenStream {
   clientDone: boolean;
 }
 
+/** How a drain ends a stream the client has not finished, and refuses a new one. */
+const SHUTTING_DOWN: Partial<ServiceError> = {
+  code: status.UNAVAILABLE,
+  details: 'the server is shutting down; a request on this stream without an answer was not run',
+};
+
 const NO_QUERY = new URL('grpc://batchserve/');
 const SHARED_MEMORY = 'shared memory; send tensors in the request itself (raw_input_contents)';
 const UNIMPLEMENTED: Record<string, string> = {
@@ -195,7 +201,10 @@ export class GrpcInferenceApi {
     return handlers;
   }
 
-  /** Stops taking stream messages; each open stream ends once its pending answers are written. */
+  /**
+   * Stops taking stream messages; each open stream ends once its pending answers are written,
+   * with UNAVAILABLE unless the client had finished it.
+   */
   drain(): void {
     this.#draining = true;
     for (const stream of this.#streams) this.#endIfIdle(stream);
@@ -297,10 +306,12 @@ export class GrpcInferenceApi {
    * `error_message` and the stream goes on.
    */
   #stream(call: ServerDuplexStream<Buffer, object>): void {
-    if (this.#draining || this.#streams.size >= this.#options.maxStreams) {
-      const why = this.#draining
-        ? 'the server is shutting down'
-        : `${this.#streams.size} streams are open, the most this server takes (grpc_max_streams)`;
+    if (this.#draining) {
+      call.emit('error', SHUTTING_DOWN);
+      return;
+    }
+    if (this.#streams.size >= this.#options.maxStreams) {
+      const why = `${this.#streams.size} streams are open, the most this server takes (grpc_max_streams)`;
       call.emit('error', { code: status.RESOURCE_EXHAUSTED, details: why });
       return;
     }
@@ -341,7 +352,11 @@ export class GrpcInferenceApi {
   #endIfIdle(stream: OpenStream): void {
     if (stream.pending > 0 || !(stream.clientDone || this.#draining) || !this.#streams.has(stream)) return;
     this.#streams.delete(stream);
-    stream.call.end();
+    if (stream.clientDone) stream.call.end();
+    // After the answers already written. OK would read as the end of a stream the client had
+    // finished; UNAVAILABLE says that what it sent without an answer was not run, to send again
+    // elsewhere.
+    else stream.call.emit('error', SHUTTING_DOWN);
   }
 
   /** Load and unload on the inference port, as on REST: with the management token, unless off. */

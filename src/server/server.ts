@@ -18,6 +18,7 @@ import { outcomeRecorder } from './request-outcome.js';
 import { PredictionLogs } from './prediction-logging.js';
 import { GrpcInferenceApi } from './grpc-api.js';
 import { startGrpcServer, type GrpcEndpoint } from './grpc-server.js';
+import { HttpConnections } from './http-connections.js';
 import { managementRoutes } from './management-api.js';
 import { apiPorts, bindError, checkPortsFree, type ApiPort } from './ports.js';
 import type { ServerConfig } from './server-config.js';
@@ -87,12 +88,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   });
   let accepting = true;
   let inFlight = 0;
-  /** The HTTP answers not yet finished, so a drain can tell those still to be sent to close. */
-  const answering = new Set<ServerResponse>();
-  function forgetAnswer(this: ServerResponse): void {
-    answering.delete(this);
-  }
   const servers: Server[] = [];
+  const connections: HttpConnections[] = [];
   let traffic: TrafficControl | undefined;
   let logs: PredictionLogs | undefined;
   let grpc: GrpcEndpoint | undefined;
@@ -138,11 +135,6 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     const handle = (routes: readonly Route[]) => (req: IncomingMessage, res: ServerResponse) => {
       const started = process.hrtime.bigint();
       inFlight += 1;
-      // While draining, every answer ends its connection: a client told keep-alive would send its
-      // next request on a socket that is about to close, and get a reset instead of an answer.
-      if (!accepting) res.setHeader('Connection', 'close');
-      answering.add(res);
-      res.once('close', forgetAnswer);
       const url = new URL(req.url ?? '/', 'http://localhost');
       void (async () => {
         try {
@@ -196,6 +188,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       const server = createServer(httpLimits(config), handle(routes));
       server.maxConnections = config.max_connections;
       servers.push(server);
+      connections.push(new HttpConnections(server));
       await new Promise<void>((ready, fail) => {
         // Taken since the check at start: reported the same way.
         server.once('error', (error) => fail(bindError(error, port, config.host)));
@@ -225,19 +218,17 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
 
     const drain = async (timeoutMs: number): Promise<boolean> => {
       accepting = false;
-      for (const res of answering) if (!res.headersSent) res.setHeader('Connection', 'close');
       // Canaries stop judging first: versions draining away for shutdown are not a failed candidate.
       control.close();
-      for (const server of servers) {
-        server.close();
-        server.closeIdleConnections();
-      }
+      const closed = Promise.all(connections.map((port) => port.drain()));
       const deadline = Date.now() + timeoutMs;
       const settled = Promise.all([...repository.list().map((model) => model.unload()), grpc?.drain()]).then(() =>
         waitFor(() => inFlight === 0, deadline),
       );
       const finished = await Promise.race([settled, sleep(timeoutMs).then(() => false)]);
-      for (const server of servers) server.closeAllConnections();
+      // A connection still idle at the deadline loses nothing when it is cut; one still answering does.
+      await Promise.race([closed, sleep(deadline - Date.now())]);
+      for (const port of connections) port.closeAll();
       if (finished) await cleanUp();
       // Past the deadline a batch stuck in a handler would hold the unload for as long as it is
       // stuck: cleaning up goes on without being awaited, and the caller decides whether to exit.

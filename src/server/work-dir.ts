@@ -11,6 +11,12 @@ interface Owner {
   readonly pid: number;
   readonly host: string;
   readonly pidNamespace: string | null;
+  /**
+   * When the process started, in clock ticks after boot (Linux's /proc/<pid>/stat): a pid
+   * taken since by another process (after a reboot, or once pids wrap) has another start.
+   * Null where there is no /proc, and in owner files written before it was kept.
+   */
+  readonly started: number | null;
 }
 
 /** This process's own work folders: a second server in one process must not take the first's for stale. */
@@ -26,8 +32,9 @@ export interface WorkFolder {
 /**
  * Creates this server's work folder under `root` (made if missing), first removing those left
  * by servers that are gone. A folder is left alone unless its owner was on this host, in this
- * pid namespace, and its pid is no longer running; a pid equal to ours that this process did
- * not create was a previous process's (a container restarted as pid 1).
+ * pid namespace, and its process is gone: its pid no longer runs, runs as a zombie, or runs a
+ * process that started at another time. A pid equal to ours that this process did not create
+ * was a previous process's (a container restarted as pid 1).
  */
 export async function createWorkFolder(root: string): Promise<WorkFolder> {
   await mkdir(root, { recursive: true, mode: 0o700 });
@@ -59,7 +66,12 @@ async function isAbandoned(path: string, pid: number, self: Owner): Promise<bool
   const owner = await readOwner(path);
   // Without an owner file (a crash right after mkdtemp), the pid alone decides.
   if (owner && (owner.host !== self.host || owner.pidNamespace !== self.pidNamespace)) return false;
-  return pid === process.pid || !isRunning(pid);
+  if (pid === process.pid || !isRunning(pid)) return true;
+  const status = await processStatus(String(pid));
+  // A server killed a moment ago (kill -9, then a restart at once) is a zombie until whoever
+  // started it reaps it: signal 0 still finds it, but it will never run again.
+  if (status?.state === 'Z' || status?.state === 'X') return true;
+  return owner?.started != null && status !== undefined && status.started !== owner.started;
 }
 
 function isRunning(pid: number): boolean {
@@ -72,17 +84,30 @@ function isRunning(pid: number): boolean {
   }
 }
 
+/** A process's state letter and start (clock ticks after boot) from /proc; undefined without /proc. */
+async function processStatus(pid: string): Promise<{ state: string; started: number } | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  // `pid (comm) state ppid …`: the name may hold spaces and parentheses, so fields count from
+  // the last `)`; the state is field 3, the start time field 22.
+  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const started = Number(fields?.[19]);
+  if (!fields?.[0] || !Number.isSafeInteger(started)) return undefined;
+  return { state: fields[0], started };
+}
+
 async function currentOwner(): Promise<Owner> {
   // Linux names the namespace `pid:[inode]`; elsewhere there is none to tell apart.
   const pidNamespace = await readlink('/proc/self/ns/pid').catch(() => null);
-  return { pid: process.pid, host: hostname(), pidNamespace };
+  const started = (await processStatus('self'))?.started ?? null;
+  return { pid: process.pid, host: hostname(), pidNamespace, started };
 }
 
 async function readOwner(path: string): Promise<Owner | undefined> {
   try {
     const owner = JSON.parse(await readFile(join(path, OWNER_FILE), 'utf8')) as Partial<Owner>;
     if (typeof owner.host !== 'string') return undefined;
-    return { pid: Number(owner.pid), host: owner.host, pidNamespace: owner.pidNamespace ?? null };
+    const started = typeof owner.started === 'number' ? owner.started : null;
+    return { pid: Number(owner.pid), host: owner.host, pidNamespace: owner.pidNamespace ?? null, started };
   } catch {
     return undefined;
   }

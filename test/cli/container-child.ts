@@ -93,9 +93,8 @@ export async function startServing(
 }
 
 /**
- * `node bin/batchserve.js serve …` on free ports (unless args name others), Node started with
- * the serving flags so that the child is the server itself (no launcher between: its pid owns
- * the work folder, its signals are its own).
+ * `node <serving flags> bin/batchserve.js serve …` on free ports (unless args name others), as
+ * the container's ENTRYPOINT starts it.
  */
 export function serveChild(
   t: TestContext,

@@ -497,7 +497,7 @@ test('the Dockerfile: node 20 slim, npm ci then build, production dependencies, 
   assert.match(user, /^\d+(:\d+)?$/, 'USER is numeric, so runAsNonRoot can check it');
   assert.notEqual(Number(user.split(':')[0]), 0);
   assert.deepEqual(instructions(cpu, 'EXPOSE').join(' ').split(' ').sort(), ['8001', '8080', '8081', '8082']);
-  // Node with the serving flags, so the server is pid 1 itself (no launcher between).
+  // Node with the serving flags, as the bin's shebang starts it.
   assert.deepEqual(entrypoint(file).nodeFlags, [...SERVING_NODE_FLAGS]);
   assert.equal(execForm(cpu, 'CMD')[0], 'serve');
   assert.equal(parseEnv(cpu).BATCHSERVE_HOST, '0.0.0.0');

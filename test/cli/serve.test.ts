@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ApiAddresses } from '../../src/server/server.js';
@@ -14,6 +14,7 @@ import { InferenceClient } from '../fixtures/grpc-client.js';
 import { SERVING_NODE_FLAGS } from '../../src/core/serving-node-flags.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
+const FREE_PORTS = ['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'];
 
 interface Served {
   child: ChildProcess;
@@ -23,15 +24,14 @@ interface Served {
   exit: Promise<number | null>;
 }
 
-/** Starts `batchserve serve` and waits for its start-up block. */
-async function serve(args: string[]): Promise<Served> {
-  const child = spawn(
-    process.execPath,
-    [BIN, 'serve', '--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0', ...args],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+/**
+ * Starts `batchserve serve` and waits for its start-up block: `node bin/batchserve.js serve`,
+ * or with `installed` the bin itself, as the link npm puts on PATH runs it (its shebang starts Node).
+ */
+async function serve(args: string[], { installed = false } = {}): Promise<Served> {
+  const serveArgs = ['serve', ...FREE_PORTS, ...args];
+  const [command, commandArgs] = installed ? [BIN, serveArgs] : [process.execPath, [BIN, ...serveArgs]];
+  const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -84,48 +84,47 @@ test('SIGTERM drains: admitted requests are answered at once, then the process e
   await assert.rejects(call(`${served.urls.inference}/v2/health/live`), 'no longer listening');
 });
 
-test('serve started without the serving V8 flags runs the server in a Node started with them, which drains on Ctrl-C and dies with its launcher', async (t) => {
+test("serve is one process, under the serving V8 flag; one started right after a kill -9 removes the killed one's work folder", async (t) => {
   const dir = await tempDir(t);
-  const archive = await packAffine(dir);
-  const launch = async (): Promise<{ served: Served; pid: number }> => {
-    const served = await serve(['--models', `affine=${archive}`, '--no-auth', '--log-level', 'info']);
+  const workDir = join(dir, 'work');
+  const args = ['--models', `affine=${await packAffine(dir)}`, '--no-auth', '--work-dir', workDir];
+  const start = async (): Promise<Served> => {
+    const served = await serve(args, { installed: true });
     t.after(() => served.child.kill('SIGKILL'));
-    // The start-up line is the server's own pino line: its pid is the server's.
-    const pid = Number(/"pid":(\d+)/.exec(served.stdout())?.[1]);
-    assert.ok(Number.isSafeInteger(pid) && pid !== served.child.pid, `a server of its own: pid ${pid}`);
-    return { served, pid };
+    return served;
   };
-  const { served, pid } = await launch();
+  const folders = (): Promise<string[]> => readdir(workDir);
+  let served = await start();
+  for (let restart = 1; restart <= 3; restart++) {
+    const [folder, ...others] = await folders();
+    assert.deepEqual(others, [], `one folder: ${folder}, ${others.join(', ')}`);
+    served.child.kill('SIGKILL');
+    // At once: no wait for the killed server's exit.
+    const next = await start();
+    assert.deepEqual(
+      (await folders()).filter((name) => name === folder),
+      [],
+      `restart ${restart}: the killed server's folder is gone`,
+    );
+    assert.equal(await served.exit, null, 'killed by the signal');
+    served = next;
+  }
+  // The pid in the start-up line is the server's own: the process the bin started, whose folder it is.
+  const { pid } = served.child;
+  assert.equal(Number(/"pid":(\d+)/.exec(served.stdout())?.[1]), pid);
+  assert.equal((await folders()).filter((name) => name.startsWith(`batchserve-${pid}-`)).length, 1);
   const commandLine = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
   if (commandLine !== undefined) {
     assert.deepEqual(
       commandLine.split('\0').filter((arg) => arg.startsWith('--initial-old')),
       [...SERVING_NODE_FLAGS],
+      'under the flag',
     );
   }
-  assert.equal(
-    (await call(`${served.urls.inference}/v2/models/affine/infer`, { body: affineRequest([[1, 2, 3, 4]]) })).status,
-    200,
-  );
-  // The server has a process group of its own: Ctrl-C in a terminal reaches it once, through the launcher.
   served.child.kill('SIGINT');
   assert.equal(await served.exit, 0);
-  assert.equal((served.stderr().match(/draining/g) ?? []).length, 1, served.stderr());
-
-  const killed = await launch();
-  killed.served.child.kill('SIGKILL');
-  await waitUntil(() => !isRunning(killed.pid), 'the server ends with its launcher');
+  assert.deepEqual(await folders(), [], 'a server that exits removes its own');
 });
-
-/** Whether a process with this pid exists (signal 0 tests without sending). */
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test('a drain that runs out of time exits 1 at its deadline, without waiting for a stuck handler', async (t) => {
   const dir = await tempDir(t);
@@ -244,7 +243,7 @@ test('serve --config reads a server.yaml; flags override it; a bad key is refuse
   assert.match(stderr, /server\.yaml: max_batch_delay: unknown key/);
 });
 
-test('SIGTERM with open gRPC streams: admitted requests are answered, streams end, new calls are refused, exit 0', async (t) => {
+test('SIGTERM with open gRPC streams: admitted requests are answered, streams end with UNAVAILABLE, new calls are refused, exit 0', async (t) => {
   const dir = await tempDir(t);
   // As above: only the drain sends the queued requests before their 60 s delay.
   const archive = await packAffine(dir, { config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 60s\n' });
@@ -261,13 +260,15 @@ test('SIGTERM with open gRPC streams: admitted requests are answered, streams en
   const stream = grpc.stream();
   const answers: { error: string; id: string }[] = [];
   stream.on('data', (message) => answers.push({ error: message.error_message, id: message.infer_response.id }));
-  const ended = new Promise((done) => stream.on('end', done));
+  // The client never finishes its side: the drain ends the stream, with UNAVAILABLE.
+  const ended = new Promise<{ code: number }>((done) => stream.on('error', done));
   stream.write(request(1, 's1'));
   stream.write(request(2, 's2'));
   const unary = grpc.call('ModelInfer', request(3, 'u1'));
   await waitUntil(async () => (await affineGauge(served.urls, 'batchserve_queue_rows')) === 3, 'all 3 are queued');
   served.child.kill('SIGTERM');
-  await within(ended, 20_000, 'the stream ends once its answers are written');
+  const cut = await within(ended, 20_000, 'the stream ends once its answers are written');
+  assert.equal(cut.code, 14, 'UNAVAILABLE: what it would send next is not run');
   assert.deepEqual(
     answers.sort((a, b) => a.id.localeCompare(b.id)),
     [

@@ -1,13 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdir, readdir, readlink, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, readlink, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { createWorkFolder, removeWorkFolder } from '../../src/server/work-dir.js';
 import { affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { serveChild } from '../cli/container-child.js';
+import { waitUntil } from './handler-gate.js';
 
 /** The folders in a work dir that belong to `pid`. */
 const foldersOf = async (workDir: string, pid: number | undefined): Promise<string[]> =>
@@ -90,3 +91,49 @@ test('the sweep removes only batchserve-<pid>-<random> folders of gone processes
   await removeWorkFolder(first.path);
   assert.equal(await exists(first.path), false);
 });
+
+/** Field 22 of /proc/<pid>/stat (after the name's closing parenthesis, field 3 is the 1st). */
+const startOf = async (pid: number): Promise<number> => {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+};
+
+test(
+  'the sweep takes a folder whose pid is a zombie (killed, not yet reaped) or another process started since',
+  { skip: process.platform !== 'linux' },
+  async (t) => {
+    const root = await tempDir(t);
+    // sh starts `sleep 0`, then becomes a `sleep` that never reaps it: a zombie while that runs.
+    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    t.after(() => parent.kill('SIGKILL'));
+    const zombie = await new Promise<number>((resolve) =>
+      parent.stdout.once('data', (line: Buffer) => resolve(Number(line.toString()))),
+    );
+    await waitUntil(
+      async () => (await readFile(`/proc/${zombie}/stat`, 'utf8')).includes(') Z '),
+      'the child is a zombie',
+    );
+    const here = { host: hostname(), pidNamespace: await readlink('/proc/self/ns/pid') };
+    const folder = async (name: string, owner: Record<string, unknown>): Promise<string> => {
+      await mkdir(join(root, name));
+      await writeFile(join(root, name, 'owner.json'), JSON.stringify(owner));
+      return name;
+    };
+    const alive = process.ppid;
+    const removed = [
+      await folder(`batchserve-${zombie}-Zombie`, { pid: zombie, ...here }),
+      await folder(`batchserve-${alive}-Reused`, { pid: alive, ...here, started: (await startOf(alive)) - 1 }),
+    ];
+    const kept = [
+      await folder(`batchserve-${alive}-SameOn`, { pid: alive, ...here, started: await startOf(alive) }),
+      await folder(`batchserve-${alive}-NoStrt`, { pid: alive, ...here }),
+    ];
+
+    const created = await createWorkFolder(root);
+    assert.deepEqual(created.removed.map((path) => path.slice(root.length + 1)).sort(), removed.sort());
+    assert.deepEqual((await readdir(root)).sort(), [...kept, created.path.slice(root.length + 1)].sort());
+    const owner = JSON.parse(await readFile(join(created.path, 'owner.json'), 'utf8'));
+    assert.equal(owner.started, await startOf(process.pid), 'its own start is written for the next sweep');
+    await removeWorkFolder(created.path);
+  },
+);
