@@ -9,6 +9,7 @@ import { sequenceRefusal, type ServedGenerationOptions } from './generation-opti
 import type { DecoderBatching } from './padding-probe.js';
 import { pickToken } from './sampling.js';
 import type { StepPacer } from './step-pacer.js';
+import { StepCostModel } from './step-cost.js';
 import { toWireError, type WireError } from './worker-protocol.js';
 
 /** One sequence to generate, as it crosses to the thread that holds the session. */
@@ -88,6 +89,7 @@ export class GenerationEngine {
   readonly #byId = new Map<number, Sequence>();
   #batches: RunningBatch[] = [];
   #turn = 0;
+  readonly #cost = new StepCostModel();
   /** The step loop while it runs: resolved once it has nothing to do. */
   #loop: Promise<void> | undefined;
   #closed = false;
@@ -254,22 +256,23 @@ export class GenerationEngine {
   /**
    * The running batch joining prompts share a step with, or none (they run a step of their
    * own): padded, a batch whose rows all decode, where the step's padding and the cache's after
-   * it stay within double (sharesStep, paddingHolds); of those, the one padded least.
+   * it pay (#stepPaddingPays, #cachePaddingPays); of those, the one padded least.
    */
   #hostFor(joining: readonly Sequence[]): RunningBatch | undefined {
     if (this.batching !== 'padded') return undefined;
+    const prompts = joining.map(unread);
+    const read = shapeOf(prompts);
+    if (read.widest > this.options.max_tokens_per_step) return undefined;
     let host: RunningBatch | undefined;
     let leastPadding = Infinity;
     for (const batch of this.#batches) {
-      const rows = live(batch);
-      if (!decodesOnly(batch) || !sharesStep(rows.length, joining, this.options.max_tokens_per_step)) continue;
-      // After the step: every running row one token longer, every joiner its prompt long.
-      const lengths = [
-        ...liveRows(batch).map((row) => (batch.cache.lengths[row] as number) + 1),
-        ...joining.map(unread),
-      ];
-      const shape = shapeOf(lengths);
-      if (!paddingHolds(shape)) continue;
+      const rows = live(batch).length;
+      // The step: each running row feeds one token, padded to the longest prompt.
+      if (!decodesOnly(batch) || !this.#stepPaddingPays(rows + read.rows, read.widest, rows + read.real)) continue;
+      // After it: every running row one token longer, every joiner its prompt long.
+      const running = liveRows(batch).map((row) => (batch.cache.lengths[row] as number) + 1);
+      const shape = shapeOf([...running, ...prompts]);
+      if (!this.#cachePaddingPays(shape, [shapeOf(running), read])) continue;
       const padding = shape.rows * shape.widest - shape.real;
       if (padding < leastPadding) {
         host = batch;
@@ -306,7 +309,8 @@ export class GenerationEngine {
       if (tokens + reservedTokens(next) > options.max_total_tokens) break;
       if (joining.length > 0 && prompt > promptBudget) break;
       // Prompts read in one step are padded to the longest: one much longer waits for the next.
-      if (!paddingHolds(shapeOf([...joining, next].map(unread)))) break;
+      const read = shapeOf([...joining, next].map(unread));
+      if (!this.#stepPaddingPays(read.rows, read.widest, read.real)) break;
       if (this.#reservedBytesWith([...joining, next]) > options.kv_cache_bytes) break;
       promptBudget -= prompt;
       tokens += reservedTokens(next);
@@ -349,6 +353,7 @@ export class GenerationEngine {
       return sequence.read < promptIds.length ? promptIds.slice(sequence.read, sequence.read + chunk) : [sequence.last];
     });
     if (rows.some((sequence) => sequence.generated > 0)) batch.decoding = true;
+    const width = batch.cache.width;
     let outputs: ort.InferenceSession.ReturnType;
     try {
       const startedAt = performance.now();
@@ -358,6 +363,8 @@ export class GenerationEngine {
         tokens.reduce((sum, row) => sum + row.length, 0),
         startedAt,
       );
+      const fed = batch.cache.width - width;
+      this.#cost.record(rows.length * fed, rows.length * batch.cache.width, performance.now() - startedAt);
     } catch (error) {
       const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
       const failure = new InferenceFailedError(`generation failed: ${message}`);
@@ -484,7 +491,7 @@ export class GenerationEngine {
     let lengths: number[] = [];
     for (const batch of byWidth) {
       const joined = [...lengths, ...lengthsOf(batch)];
-      if (group.length > 0 && !paddingHolds(shapeOf(joined))) {
+      if (group.length > 0 && !this.#cachePaddingPays(shapeOf(joined), [shapeOf(lengths), shapeOf(lengthsOf(batch))])) {
         groups.push(group);
         group = [];
         lengths = [];
@@ -494,6 +501,41 @@ export class GenerationEngine {
     }
     groups.push(group);
     return groups;
+  }
+
+  /**
+   * Whether rows read in one step, each padded to the widest, beat a step of their own: the
+   * padded tokens' cost against the fixed cost of the step saved. Until the step cost is
+   * known well enough to say, padding may at most double the tokens read.
+   */
+  #stepPaddingPays(rows: number, widest: number, fed: number): boolean {
+    return this.#pays(rows * widest - fed, 0, 1) ?? rows * widest <= 2 * fed;
+  }
+
+  /**
+   * Whether `merged` as one batch beats the same rows in `apart`'s batches taking turns: each
+   * step of it saves the others' fixed costs and pays for the positions its padding adds.
+   * Until the step cost is known well enough to say, padding may at most double the positions held.
+   */
+  #cachePaddingPays(merged: Shape, apart: readonly Shape[]): boolean {
+    const added = apart.reduce((sum, shape) => sum - shape.rows * shape.widest, merged.rows * merged.widest);
+    return this.#pays(0, added, apart.length - 1) ?? merged.rows * merged.widest <= 2 * merged.real;
+  }
+
+  /**
+   * Whether `steps` fixed costs saved outweigh `tokens` padded tokens and `positions` padded
+   * positions: yes or no when the learnt step cost's bounds agree, undefined while they do not.
+   */
+  #pays(tokens: number, positions: number, steps: number): boolean | undefined {
+    const fit = this.#cost.fit();
+    if (!fit) return undefined;
+    const { fixed, perToken, perPosition } = fit;
+    const cost = (sign: 1 | -1): number =>
+      Math.max(perToken.value + sign * perToken.error, 0) * tokens +
+      Math.max(perPosition.value + sign * perPosition.error, 0) * positions;
+    if (cost(1) <= (fixed.value - fixed.error) * steps) return true;
+    if (cost(-1) > (fixed.value + fixed.error) * steps) return false;
+    return undefined;
   }
 
   #send(): void {
@@ -573,11 +615,6 @@ function shapeOf(lengths: readonly number[]): Shape {
   return { rows: lengths.length, widest, real };
 }
 
-/** A batch of these rows spends at most as many positions on padding as on real tokens. */
-function paddingHolds({ rows, widest, real }: Shape): boolean {
-  return rows * widest <= 2 * real;
-}
-
 /** Every row of the batch has read its prompt: its steps feed one token a row. */
 function decodesOnly(batch: RunningBatch): boolean {
   return batch.cache.width > 0 && live(batch).every((sequence) => unread(sequence) === 0);
@@ -586,20 +623,4 @@ function decodesOnly(batch: RunningBatch): boolean {
 /** Prompt tokens a sequence has still to read. */
 function unread(sequence: Sequence): number {
   return sequence.submission.promptIds.length - sequence.read;
-}
-
-/**
- * Whether joining prompts run in the running batch's decoding step rather than a step of their
- * own, which would hold every running sequence back a step: yes when each is read in one step
- * and padding every row to the longest at most doubles the tokens the step feeds (every row of
- * a step is as wide as its widest, and padded positions cost as much as real ones).
- */
-function sharesStep(running: number, joining: readonly Sequence[], chunk: number): boolean {
-  let longest = 0;
-  let fed = running;
-  for (const sequence of joining) {
-    longest = Math.max(longest, unread(sequence));
-    fed += unread(sequence);
-  }
-  return longest <= chunk && (running + joining.length) * longest <= 2 * fed;
 }
