@@ -203,6 +203,10 @@ export class GenerationEngine {
         this.#batches = this.#batches.filter((running) => live(running).length > 0);
         this.#merge();
         this.#send();
+        // onnxruntime-node runs the pass inside a setImmediate callback and resolves within it,
+        // so without a turn here the next step would be planned before the messages that came
+        // during this one (new sequences, cancellations) are read: each would wait a step more.
+        await new Promise<void>((resolve) => setImmediate(resolve));
       }
     } catch (error) {
       // The loop's own bookkeeping broke: every sequence hears it, the thread goes on.
@@ -347,7 +351,7 @@ export class GenerationEngine {
 
   async #step(batch: RunningBatch): Promise<void> {
     const rows = batch.sequences;
-    const chunk = this.options.max_tokens_per_step;
+    const chunk = this.#chunkTokens(batch);
     const tokens = rows.map((sequence): StepTokens => {
       const { promptIds } = sequence.submission;
       return sequence.read < promptIds.length ? promptIds.slice(sequence.read, sequence.read + chunk) : [sequence.last];
@@ -504,6 +508,28 @@ export class GenerationEngine {
   }
 
   /**
+   * How many prompt tokens a row of `batch` reads this step: max_tokens_per_step, or while
+   * other batches' rows wait for their next token, what a step of CHUNK_STEPS of their decoding
+   * steps' time holds by the learnt cost (at least MIN_CHUNK): a long prompt then holds them
+   * back that long, a chunk at a time, on a slow device as on a fast one.
+   */
+  #chunkTokens(batch: RunningBatch): number {
+    const most = this.options.max_tokens_per_step;
+    const fit = this.#cost.fit();
+    if (!fit) return most;
+    let decodeMs = 0;
+    for (const other of this.#batches) {
+      const rows = live(other).length;
+      if (other === batch || rows === 0) continue;
+      const ms = fit.fixed.value + fit.perToken.value * rows + fit.perPosition.value * rows * other.cache.width;
+      decodeMs = Math.max(decodeMs, ms);
+    }
+    if (decodeMs === 0 || fit.perToken.value <= 0) return most;
+    const fits = Math.floor((CHUNK_STEPS * decodeMs - fit.fixed.value) / fit.perToken.value);
+    return Math.min(most, Math.max(MIN_CHUNK, fits));
+  }
+
+  /**
    * Whether rows read in one step, each padded to the widest, beat a step of their own: the
    * padded tokens' cost against the fixed cost of the step saved. Until the step cost is
    * known well enough to say, padding may at most double the tokens read.
@@ -619,6 +645,11 @@ function shapeOf(lengths: readonly number[]): Shape {
 function decodesOnly(batch: RunningBatch): boolean {
   return batch.cache.width > 0 && live(batch).every((sequence) => unread(sequence) === 0);
 }
+
+/** A prompt step holds running rows back at most this many of their steps (#chunkTokens). */
+const CHUNK_STEPS = 4;
+/** Prompt tokens a chunk reads at the least, so a long prompt is not read a few tokens a step. */
+const MIN_CHUNK = 32;
 
 /** Prompt tokens a sequence has still to read. */
 function unread(sequence: Sequence): number {
