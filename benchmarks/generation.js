@@ -117,7 +117,8 @@ async function servedVsLoop(point, context) {
   }
   const runs = rounds.flatMap((round) => round.runs);
   const of = (side) => runs.filter((each) => each.side === side);
-  const peak = (side) => Math.max(...of(side).map((each) => each.peakRssMiB));
+  // The median run's peak: one run's garbage collector can leave a peak far above the others'.
+  const peak = (side) => median(of(side).map((each) => each.peakRssMiB));
   const result = {
     ...point,
     loop: { tokensPerSecond: median(of('loop').map((each) => each.tokensPerSecond)), peakRssMiB: peak('loop') },

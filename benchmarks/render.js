@@ -334,7 +334,7 @@ export const generation = {
         `, one intra-op thread; ${vsLoop.rounds} round(s) of loop, served, served, loop, ` +
         `a fresh process each, ${vsLoop.warmupTokens}-token warm-up`,
       `bench decoder ${fixed(decoder.parameters / 1e6, 1)} M parameters, greedy; decode tokens/s = B·(N − 1) ÷ (first token → last); ` +
-        'TTFT the slowest of B; peak RSS: VmHWM',
+        "TTFT the slowest of B; peak RSS: VmHWM, the median run's",
     ].join('\n');
   },
   vsLoopRun(point, run) {
