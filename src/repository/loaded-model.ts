@@ -235,8 +235,8 @@ export class LoadedModel {
     }
     const request = this.#currentConfig.pipeline ? this.#withDeadline(given, options) : given;
     const cache = this.#cache;
-    const key = cache?.keyOf(request);
-    if (cache === undefined || key === undefined) return this.#batcher.submit(request, options);
+    if (cache === undefined) return this.#batcher.submit(request, options);
+    const key = cache.keyOf(request);
     const started = process.hrtime.bigint();
     const cached = cache.get(key);
     if (cached !== undefined) {

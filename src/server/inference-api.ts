@@ -14,7 +14,7 @@ import { statisticsResponse } from '../metrics/model-statistics.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
-import { isTensorMap, type TensorMap } from '../core/tensors.js';
+import { isTensors, type Tensors } from '../core/tensors.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { authenticated, type KeyRing } from './auth.js';
 import {
@@ -32,7 +32,7 @@ import { tritonModelConfig } from './triton-config.js';
 import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.js';
 import { tensorToNested } from '../protocol/nested.js';
 import { prepareV2Request, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
-import type { HandlerRequest } from '../core/request.js';
+import type { BodyRequest, HandlerRequest } from '../core/request.js';
 import { FORM_TYPES, uploadedRequests } from '../protocol/form-body.js';
 import { responseWritten, traceNow } from '../core/trace-channels.js';
 import { recordedRun, type RequestOutcome } from './request-outcome.js';
@@ -446,7 +446,7 @@ async function inferV2(
 
 /** What the handler gets: the checked tensors and their rows; `movable` when no shadow shares them. */
 export function handlerRequest(prepared: PreparedRequest, movable: boolean): HandlerRequest {
-  return { inputs: prepared.inputs, rows: prepared.rows, movable };
+  return { kind: 'tensors', inputs: prepared.inputs, rows: prepared.rows, movable };
 }
 
 export function submitOptions(prepared: PreparedRequest): SubmitOptions {
@@ -468,7 +468,7 @@ async function predict(
   if (body.length === 0) throw new InferenceInputError('the request body is empty');
   const contentType = mediaType(req);
   const signal = disconnectSignal(res);
-  const run = (request: HandlerRequest, held: QueueReservation | undefined): Promise<SubmitResult> => {
+  const run = (request: BodyRequest, held: QueueReservation | undefined): Promise<SubmitResult> => {
     const shapeKey = `body:${request.contentType ?? ''}`;
     const shadowed = shadows?.mirror(
       model,
@@ -488,7 +488,7 @@ async function predict(
       });
   };
   if (contentType === undefined || !FORM_TYPES.includes(contentType)) {
-    const result = await run({ body, ...(contentType ? { contentType } : {}) }, reservation);
+    const result = await run({ kind: 'body', body, contentType, movable: false }, reservation);
     const tokens = answeredTokens(result.response);
     if (tokens !== undefined) model.countTokens('prompt', tokens);
     sendPrediction(res, result.response);
@@ -500,7 +500,7 @@ async function predict(
   const results = await Promise.all(
     parts.map((part, index) =>
       run(
-        { body: part.data, ...(part.contentType ? { contentType: part.contentType } : {}) },
+        { kind: 'body', body: part.data, contentType: part.contentType, movable: false },
         index === 0 ? reservation : undefined,
       ),
     ),
@@ -558,15 +558,14 @@ function sendPrediction(res: ServerResponse, response: unknown): void {
     res.end(response);
     return;
   }
-  const isTensors = isTensorMap(response);
-  const body = isTensors
+  const body = isTensors(response)
     ? Object.fromEntries(Object.entries(response).map(([name, tensor]) => [name, tensorToNested(tensor)]))
     : response;
   sendJson(res, 200, body ?? null);
 }
 
-export function asTensorMap(response: unknown, model: LoadedModel): TensorMap {
-  if (isTensorMap(response)) return response;
+export function asTensorMap(response: unknown, model: LoadedModel): Tensors {
+  if (isTensors(response)) return response;
   throw new InferenceFailedError(
     `the ${model.manifest.model.handler} handler's postprocess returned no tensors for a v2 request; v2 needs output tensors by name`,
   );

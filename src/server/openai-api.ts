@@ -103,12 +103,7 @@ async function embed(
     parts.push(request.input.slice(start, start + chunk));
   }
   const results = await Promise.all(
-    parts.map((texts) =>
-      model.infer(
-        { body: Buffer.from(JSON.stringify(texts)), contentType: 'application/json' },
-        { rows: texts.length, shapeKey: 'text', signal },
-      ),
-    ),
+    parts.map((texts) => model.infer({ kind: 'texts', texts }, { rows: texts.length, shapeKey: 'text', signal })),
   );
   const normalize = model.config.text?.normalize ?? true;
   let tokens = 0;
