@@ -197,7 +197,12 @@ export class GenerationEngine {
     try {
       for (;;) {
         const batch = this.#plan();
-        if (!batch || this.#closed) break;
+        if (!batch || this.#closed) {
+          // A plan that ended sequences and runs none (the last running one was cancelled)
+          // still tells them, or their clients' calls would never settle.
+          this.#send();
+          break;
+        }
         await this.#step(batch);
         // A batch whose every sequence ended holds its cache no longer.
         this.#batches = this.#batches.filter((running) => live(running).length > 0);

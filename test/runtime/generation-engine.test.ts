@@ -197,6 +197,28 @@ test('kv_cache_bytes admits a sequence only while what every batch may come to h
   assert.match(end.error.message, /kv_cache_bytes/);
 });
 
+test('the only running sequence, cancelled, ends with BS_ERR_REQUEST_CANCELLED at the next step: its end is sent though no step runs after it', async () => {
+  const fixture = await open('decoder-llama');
+  const options = servedGenerationOptions(
+    { ...servedGenerationOptions(undefined, 64), eos_token_ids: [], max_new_tokens: 40 },
+    64,
+  );
+  const { batching } = await probePadding(fixture.session, fixture.layout);
+  const engine = new GenerationEngine(fixture.session, fixture.layout, fixture.tokenizer, options, batching);
+  const ended = new Promise<SequenceEnd>((resolve) => {
+    engine.listen((events) => {
+      if (events.tokens.length > 0) engine.cancel(0);
+      const end = events.ended.find((item) => item.id === 0);
+      if (end) resolve(end);
+    });
+  });
+  engine.submit(submission(0, fixture.answers.prompts[0]?.ids ?? [1], 40));
+  const end = await ended;
+  assert.ok('error' in end, JSON.stringify(end));
+  assert.equal(end.error.code, 'BS_ERR_REQUEST_CANCELLED');
+  await engine.close();
+});
+
 test('new text keeps what decoding the new ids alone would drop, and an answer cut inside a character ends as a whole decode does', async () => {
   const llama = await open('decoder-llama');
   const prompt = llama.tokenizer.encode('The cat').ids;
