@@ -63,9 +63,9 @@ export function splitOutputs(outputs: TensorMap, requests: readonly HandlerReque
   return responses;
 }
 
-/** A decoded request's rows as the protocol layer counted them; a body is one row. */
+/** A decoded request's rows as the protocol layer counted them, a text each; a body is one row. */
 export function requestRows(request: HandlerRequest<ort.Tensor>): number {
-  return request.kind === 'tensors' ? request.rows : 1;
+  return request.kind === 'tensors' ? request.rows : request.kind === 'texts' ? request.texts.length : 1;
 }
 
 function tensorsFromJsonBody(body: Buffer, inputs: readonly TensorSpec[]): TensorMap {

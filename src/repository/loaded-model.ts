@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { ArchiveManifest } from '../archive/manifest.js';
 import {
   Batcher,
+  effectiveTimeoutUs,
   type BatchingPolicy,
   type QueueReservation,
   type SubmitOptions,
@@ -226,7 +227,7 @@ export class LoadedModel {
     return this.#batcher.reserve();
   }
 
-  /** Queues one request for batching. Its outcome is recorded by whoever answers it (server/request-outcome). */
+  /** Queues one request for batching (or answers it from the cache). Its outcome is recorded by the inference call (server/inference-call). */
   infer(given: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
     if (this.#modelState !== 'ready') {
       return Promise.reject(
@@ -410,12 +411,6 @@ export class LoadedModel {
     this.#parts.metrics.modelUnloaded(this.name, this.version);
     this.#modelState = 'unloaded';
   }
-}
-
-/** The request's own timeout may only shorten the model's default; 0 = none. */
-function effectiveTimeoutUs(defaultUs: number, requestedUs: number | undefined): number {
-  if (requestedUs === undefined || requestedUs <= 0) return defaultUs;
-  return defaultUs > 0 ? Math.min(defaultUs, requestedUs) : requestedUs;
 }
 
 /** `max_latency`, else the request timeout (a request is refused past it anyway), else 1 s. */

@@ -18,7 +18,6 @@ import { PredictionLogWriter } from '../experiment/prediction-log-writer.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { topClassesPerRow } from '../protocol/classification.js';
 import { plainValues } from '../protocol/nested.js';
-import type { PreparedRequest } from '../protocol/prepared-request.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { FeedbackQuality } from '../traffic/canary.js';
@@ -37,8 +36,8 @@ export interface LoggedRequest {
   /** Kept when the log keeps inputs (`hash`, `full`): the body, intact, since such requests are never moved. */
   body: Buffer | undefined;
   contentType: string | undefined;
-  /** v2 requests: the decoded inputs, for `inputs: full`. */
-  prepared: PreparedRequest | undefined;
+  /** Tensor requests (v2, gRPC): the decoded inputs, for `inputs: full`. */
+  tensors: Tensors | undefined;
 }
 
 /** How a request to a model version ended, as the request itself saw it. */
@@ -358,7 +357,7 @@ function tensorEntry(tensor: Tensor, capped: boolean): unknown {
 function describeInputs(request: LoggedRequest, mode: 'hash' | 'full'): unknown {
   const body = request.body ?? Buffer.alloc(0);
   if (mode === 'hash') return { sha256: sha256(body) };
-  const inputs = request.prepared?.inputs;
+  const inputs = request.tensors;
   if (inputs !== undefined) {
     return Object.fromEntries(Object.entries(inputs).map(([name, tensor]) => [name, tensorEntry(tensor, false)]));
   }
