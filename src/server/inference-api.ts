@@ -8,6 +8,7 @@ import {
   NotImplementedError,
   UsageError,
 } from '../core/errors.js';
+import { shownError } from '../core/quote.js';
 import { isTensors, type Tensors } from '../core/tensors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import { FORM_TYPES, uploadedRequests } from '../protocol/form-body.js';
@@ -78,7 +79,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     try {
       parsed = JSON.parse(body.toString('utf8'));
     } catch (error) {
-      throw new FeedbackInvalidError(`the feedback body is not JSON: ${(error as Error).message}`);
+      throw new FeedbackInvalidError(`the feedback body is not JSON: ${shownError(error)}`);
     }
     sendJson(res, 200, await options.logs.feedback(name as string, parsed));
   };
@@ -108,7 +109,9 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
   /**
    * TorchServe's codec: the body goes to the handler as it is (an image, JSON, text); a form
    * upload (curl -F data=@kitten.jpg) is one request per data/body field, run together so they
-   * can share a batch and answered as a JSON array when there are several.
+   * can share a batch and answered as a JSON array when there are several. A body sent with a
+   * form's content type that is not a form (curl --data-binary @kitten.jpg sends
+   * application/x-www-form-urlencoded) is the raw input, as TorchServe takes it.
    */
   const predict: RouteHandler = (req, res, [name, version], url) =>
     infer(restHead(req, res, name as string, version, url), {
@@ -116,11 +119,12 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
       read: async () => ({ bytes: await readBody(req, maxRequestSize), contentType: mediaType(req) }),
       decode: (_model, { bytes, contentType }) => {
         if (bytes.length === 0) throw new InferenceInputError('the request body is empty');
-        // A TorchServe upload (curl -F data=@kitten.jpg): each data/body field is one request.
-        const parts =
-          contentType !== undefined && FORM_TYPES.includes(contentType)
-            ? uploadedRequests(bytes, req.headers['content-type'] as string)
-            : [{ data: bytes, contentType }];
+        const parts = uploadedRequests(bytes, req.headers['content-type']) ?? [
+          {
+            data: bytes,
+            contentType: contentType !== undefined && FORM_TYPES.includes(contentType) ? undefined : contentType,
+          },
+        ];
         const submissions: Submission[] = parts.map((part) => ({
           request: { kind: 'body', body: part.data, contentType: part.contentType, movable: false },
           rows: 1,
@@ -251,11 +255,12 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
         sendJson(res, healthy ? 200 : 503, { status: healthy ? 'Healthy' : 'Unhealthy' });
       },
     },
-    {
-      method: 'POST',
+    // TorchServe takes an upload as a PUT too (curl -T kitten.jpg).
+    ...(['POST', 'PUT'] as const).map((method): Route => ({
+      method,
       path: new RegExp(`^/predictions/${MODEL}(?:/([^/]+))?$`),
       handle: predict,
-    },
+    })),
     {
       method: 'POST',
       path: new RegExp(`^/explanations/${MODEL}(?:/([^/]+))?$`),

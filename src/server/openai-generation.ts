@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { InferenceInputError } from '../core/errors.js';
+import { shownError } from '../core/quote.js';
 import type { ChatMessage } from '../handlers/chat-template.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { Generator, GenerationRequest, GenerationResult } from '../runtime/generator.js';
@@ -34,7 +35,7 @@ export function objectBody(body: Buffer): Fields {
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch (error) {
-    throw new InferenceInputError(`the body is not JSON: ${(error as Error).message}`);
+    throw new InferenceInputError(`the body is not JSON: ${shownError(error)}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new InferenceInputError('the body must be a JSON object');
