@@ -470,6 +470,13 @@ export const modelConfigSchema = {
           description:
             "Bytes the running sequences' key/value caches may come to hold, padding included; a sequence joins only when its batch's can still fit (default: a quarter of the machine's memory).",
         },
+        prefix_cache_bytes: {
+          kind: 'integer',
+          min: 0,
+          max: 2 ** 50,
+          description:
+            'Bytes of key/value cache kept for prompt prefixes already read (a system prompt, a shared document), so a prompt that starts the same way reads only what follows; 0 turns it off (default: a quarter of kv_cache_bytes). Decoders batched with padding only.',
+        },
         max_context: {
           kind: 'integer',
           min: 2,
@@ -552,6 +559,7 @@ export interface GenerationOptions {
   readonly max_tokens_per_step: number;
   readonly max_total_tokens: number;
   readonly kv_cache_bytes?: number;
+  readonly prefix_cache_bytes?: number;
   readonly max_context?: number;
   readonly max_new_tokens: number;
   readonly max_waiting: number;

@@ -234,7 +234,8 @@ function startGenerator(
       firstToken: (seconds) => metrics.firstToken(name, version, seconds),
       nextToken: (seconds) => metrics.nextToken(name, version, seconds),
       activeChanged: (active) => metrics.setActiveSequences(name, version, active),
-      cacheBytes: (used, reserved) => metrics.setCacheBytes(name, version, used, reserved),
+      cacheBytes: (used, reserved, prefix) => metrics.setCacheBytes(name, version, used, reserved, prefix),
+      prefixReused: (sequences, tokens) => metrics.prefixReused(name, version, sequences, tokens),
     },
   );
 }

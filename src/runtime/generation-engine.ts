@@ -8,6 +8,7 @@ import { IncrementalDetokenizer } from './detokenizer.js';
 import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
 import type { DecoderBatching } from './padding-probe.js';
 import { pickToken } from './sampling.js';
+import { PrefixCache, type PrefixHit } from './prefix-cache.js';
 import type { StepPacer } from './step-pacer.js';
 import { StepCostModel } from './step-cost.js';
 import { toWireError, type WireError } from './worker-protocol.js';
@@ -45,6 +46,11 @@ export interface GenerationEvents {
   readonly usedBytes: number;
   /** Bytes they may come to hold before their sequences end: what admission counts. */
   readonly reservedBytes: number;
+  /** Sequences that started from a cached prefix since the last events, and the prompt tokens they did not read. */
+  readonly prefixHits: number;
+  readonly prefixTokens: number;
+  /** Bytes the prefix cache holds. */
+  readonly prefixBytes: number;
 }
 
 interface Sequence {
@@ -57,6 +63,8 @@ interface Sequence {
   read: number;
   /** The token it took last: what its next step feeds once its prompt is read. */
   last: number;
+  /** The cached prefix it starts from, found when it was first weighed for admission. */
+  prefix: PrefixHit | undefined;
   generated: number;
   text: string;
   emitted: number;
@@ -90,6 +98,10 @@ export class GenerationEngine {
   #batches: RunningBatch[] = [];
   #turn = 0;
   readonly #cost = new StepCostModel();
+  /** Padded batching only: an equal-length batch's rows cannot start from prefixes of other lengths. */
+  readonly #prefixes: PrefixCache | undefined;
+  #prefixHits = 0;
+  #prefixTokens = 0;
   /** The step loop while it runs: resolved once it has nothing to do. */
   #loop: Promise<void> | undefined;
   #closed = false;
@@ -108,6 +120,14 @@ export class GenerationEngine {
     private readonly pace?: StepPacer,
   ) {
     this.#bytesPerToken = cacheBytesPerToken(layout);
+    this.#prefixes =
+      batching === 'padded' && options.prefix_cache_bytes > 0
+        ? new PrefixCache(options.prefix_cache_bytes, {
+            heads: layout.heads,
+            headDim: layout.headDim,
+            tensors: layout.layers.length * 2,
+          })
+        : undefined;
   }
 
   /** Where the events of every step go (one listener: the thread's link to the requests' side). */
@@ -130,6 +150,7 @@ export class GenerationEngine {
       detokenizer: new IncrementalDetokenizer(this.tokenizer, submission.promptIds),
       read: 0,
       last: 0,
+      prefix: undefined,
       generated: 0,
       text: '',
       emitted: 0,
@@ -233,12 +254,12 @@ export class GenerationEngine {
       if (host) {
         host.cache = BatchCache.pack(this.layout, [
           { cache: host.cache, rows: liveRows(host) },
-          { cache: BatchCache.empty(this.layout, joining.length), rows: joining.map((_, row) => row) },
+          { cache: this.#startingCache(joining), rows: joining.map((_, row) => row) },
         ]);
         host.sequences = [...live(host), ...joining];
         next = host;
       } else {
-        next = { sequences: joining, cache: BatchCache.empty(this.layout, joining.length), decoding: false };
+        next = { sequences: joining, cache: this.#startingCache(joining), decoding: false };
         this.#batches.push(next);
       }
     }
@@ -273,10 +294,11 @@ export class GenerationEngine {
       const rows = live(batch).length;
       // The step: each running row feeds one token, padded to the longest prompt.
       if (!decodesOnly(batch) || !this.#stepPaddingPays(rows + read.rows, read.widest, rows + read.real)) continue;
-      // After it: every running row one token longer, every joiner its prompt long.
+      // After it: every running row one token longer, every joiner its whole prompt long.
       const running = liveRows(batch).map((row) => (batch.cache.lengths[row] as number) + 1);
-      const shape = shapeOf([...running, ...prompts]);
-      if (!this.#cachePaddingPays(shape, [shapeOf(running), read])) continue;
+      const joined = joining.map((sequence) => sequence.submission.promptIds.length);
+      const shape = shapeOf([...running, ...joined]);
+      if (!this.#cachePaddingPays(shape, [shapeOf(running), shapeOf(joined)])) continue;
       const padding = shape.rows * shape.widest - shape.real;
       if (padding < leastPadding) {
         host = batch;
@@ -284,6 +306,31 @@ export class GenerationEngine {
       }
     }
     return host;
+  }
+
+  /** Looks a waiting sequence's prompt up in the prefix cache, once: it then reads only what follows. */
+  #findPrefix(sequence: Sequence): void {
+    if (!this.#prefixes || sequence.prefix || sequence.read > 0) return;
+    const hit = this.#prefixes.lookup(sequence.submission.promptIds);
+    if (hit.tokens === 0) return;
+    sequence.prefix = hit;
+    sequence.read = hit.tokens;
+  }
+
+  /** The cache joining sequences start from: their cached prefixes, or nothing. */
+  #startingCache(joining: readonly Sequence[]): BatchCache {
+    const prefixes = this.#prefixes;
+    if (!prefixes || joining.every((sequence) => !sequence.prefix))
+      return BatchCache.empty(this.layout, joining.length);
+    return BatchCache.fromRows(
+      this.layout,
+      joining.map((sequence) => {
+        if (!sequence.prefix) return { length: 0, tensors: [] };
+        this.#prefixHits++;
+        this.#prefixTokens += sequence.prefix.tokens;
+        return prefixes.row(sequence.prefix);
+      }),
+    );
   }
 
   /** Rows a step may hold. */
@@ -307,6 +354,7 @@ export class GenerationEngine {
     const joining: Sequence[] = [];
     let promptBudget = options.max_tokens_per_step;
     for (const next of this.#waiting) {
+      this.#findPrefix(next);
       const prompt = next.submission.promptIds.length;
       if (this.batching === 'equal-length' && prompt !== length) continue;
       if (rows + joining.length >= rowLimit) break;
@@ -385,8 +433,12 @@ export class GenerationEngine {
     const [, fed = 1, vocab = 0] = logits.dims;
     const data = logits.data as Float32Array;
     rows.forEach((sequence, r) => {
-      const { length } = sequence.submission.promptIds;
-      if (sequence.read < length) sequence.read += (tokens[r] as StepTokens).length;
+      const { promptIds } = sequence.submission;
+      const { length } = promptIds;
+      if (sequence.read < length) {
+        sequence.read += (tokens[r] as StepTokens).length;
+        if (sequence.read === length) this.#prefixes?.insert(promptIds, (from, to) => batch.cache.slice(r, from, to));
+      }
       // A prompt not read to its end takes no token yet.
       if (sequence.ended || sequence.read < length) return;
       try {
@@ -565,7 +617,7 @@ export class GenerationEngine {
   }
 
   #send(): void {
-    if (this.#tokens.length === 0 && this.#ended.length === 0) return;
+    if (this.#tokens.length === 0 && this.#ended.length === 0 && this.#prefixHits === 0) return;
     let usedBytes = 0;
     let active = 0;
     for (const batch of this.#batches) {
@@ -578,9 +630,14 @@ export class GenerationEngine {
       active,
       usedBytes,
       reservedBytes: this.#reservedBytesWith([]),
+      prefixHits: this.#prefixHits,
+      prefixTokens: this.#prefixTokens,
+      prefixBytes: this.#prefixes?.bytes ?? 0,
     };
     this.#tokens = [];
     this.#ended = [];
+    this.#prefixHits = 0;
+    this.#prefixTokens = 0;
     this.#emit(events);
   }
 }
@@ -604,13 +661,16 @@ function reservedTokens(sequence: Sequence): number {
 
 /** The width a batch's cache can reach: today's, plus the longest unread prompt, plus the most tokens any row may still add. */
 function worstWidth(width: number, sequences: readonly Sequence[]): number {
+  let start = width;
   let unfed = 0;
   let remaining = 0;
   for (const sequence of sequences) {
+    // A sequence not yet in a batch may start from a cached prefix.
+    start = Math.max(start, sequence.read);
     unfed = Math.max(unfed, unread(sequence));
     remaining = Math.max(remaining, sequence.submission.maxTokens - sequence.generated);
   }
-  return width + unfed + remaining;
+  return start + unfed + remaining;
 }
 
 /** Where the first stop string begins, looking only where a new one could (from `from` back by the longest). */

@@ -14,6 +14,7 @@ import {
 } from '../../src/runtime/generation-engine.js';
 import { servedGenerationOptions } from '../../src/runtime/generation-options.js';
 import { probePadding } from '../../src/runtime/padding-probe.js';
+import { PrefixCache } from '../../src/runtime/prefix-cache.js';
 import { readSignature } from '../../src/runtime/session.js';
 import {
   readDecoderAnswers,
@@ -52,6 +53,8 @@ async function generate(
   fixture: Opened,
   submissions: readonly GenerationSubmission[],
   generation: Record<string, unknown> = {},
+  /** Called once the first submissions have all ended; what it submits is awaited too. */
+  then?: (engine: GenerationEngine, steps: GenerationEvents[]) => Promise<unknown>,
 ): Promise<{ ends: Map<number, SequenceEnd>; steps: GenerationEvents[]; batching: string }> {
   const { batching } = await probePadding(fixture.session, fixture.layout);
   const context = (generation.max_context as number | undefined) ?? 64;
@@ -62,11 +65,18 @@ async function generate(
   const engine = new GenerationEngine(fixture.session, fixture.layout, fixture.tokenizer, options, batching);
   const ends = new Map<number, SequenceEnd>();
   const steps: GenerationEvents[] = [];
+  let expected = submissions.length;
   await new Promise<void>((resolve) => {
     engine.listen((events) => {
       steps.push(events);
       for (const end of events.ended) ends.set(end.id, end);
-      if (ends.size === submissions.length) resolve();
+      if (ends.size < expected) return;
+      if (then && expected === submissions.length) {
+        expected++;
+        void then(engine, steps);
+        return;
+      }
+      resolve();
     });
     for (const submission of submissions) engine.submit(submission);
   });
@@ -261,4 +271,95 @@ test('a sequence much longer than the running ones runs in a batch of its own, t
   // Four rows of 3 to 10 tokens beside one of 64 would be padded to 64: the long one steps apart.
   const apart = steps.filter((step) => step.tokens.length === 1 && step.tokens[0]?.[0] === 4).length;
   assert.ok(apart >= 4, `the long sequence took ${apart} tokens in steps of its own`);
+});
+
+test('a prompt that starts as an earlier one did reads only what follows the cached blocks, and answers the same', async () => {
+  const fixture = await open('decoder-llama');
+  const shared = fixture.tokenizer.encode('the cat sat on the mat and the dog ran in the park and then '.repeat(2)).ids;
+  assert.ok(shared.length >= 32, `${shared.length} shared tokens`);
+  const prompts = ['we went home', 'it rained all day long'].map((end) => [
+    ...shared,
+    ...fixture.tokenizer.encode(end, { add_special_tokens: false }).ids,
+  ]);
+  const limits = { max_context: 128 };
+  const cold = await generate(
+    fixture,
+    prompts.map((ids, id) => submission(id, ids, 8)),
+    { ...limits, prefix_cache_bytes: 0 },
+  );
+  // One engine: the first prompt's blocks are cached when it has been read, the second finds them.
+  const warm = await generate(fixture, [submission(0, prompts[0] ?? [], 8)], limits, async (engine, steps) => {
+    engine.submit(submission(1, prompts[1] ?? [], 8));
+    return steps;
+  });
+  assert.deepEqual(warm.ends.get(1), cold.ends.get(1), 'the same answer with the prefix cached');
+  assert.deepEqual(warm.ends.get(0), cold.ends.get(0));
+  const hits = warm.steps.reduce((sum, step) => sum + step.prefixHits, 0);
+  const saved = warm.steps.reduce((sum, step) => sum + step.prefixTokens, 0);
+  assert.equal(hits, 1);
+  assert.equal(saved, Math.floor(shared.length / 16) * 16);
+  assert.ok((warm.steps.at(-1)?.prefixBytes ?? 0) > 0);
+});
+
+test("a cached prefix's blocks rebuild the row they were read from: the next token's logits are the uncached ones", async () => {
+  const { session, layout, tokenizer } = await open('decoder-llama');
+  const ids = tokenizer.encode('the cat sat on the mat and the dog ran in the park and then '.repeat(2)).ids;
+  const run = async (cache: BatchCache, tokens: number[]): Promise<Float32Array> => {
+    const outputs = await session.run(cache.feeds([tokens]), cache.fetches());
+    cache.advance(outputs, [tokens]);
+    const logits = outputs.logits as ort.Tensor;
+    const [, fed = 1, vocab = 0] = logits.dims;
+    return (logits.data as Float32Array).slice((fed - 1) * vocab, fed * vocab);
+  };
+  // Read whole, left-padded beside a longer row, as a batch would leave it.
+  const read = BatchCache.empty(layout, 2);
+  const outputs = await session.run(read.feeds([[...ids, 5, 6, 7], ids]), read.fetches());
+  read.advance(outputs, [[...ids, 5, 6, 7], ids]);
+  const prefixes = new PrefixCache(1 << 20, {
+    heads: layout.heads,
+    headDim: layout.headDim,
+    tensors: layout.layers.length * 2,
+  });
+  prefixes.insert(ids, (from, to) => read.slice(1, from, to));
+
+  const next = [ids.at(-1) ?? 0, 3, 9];
+  const uncached = BatchCache.empty(layout, 1);
+  await run(uncached, ids.slice(0, 32));
+  const want = await run(uncached, next);
+  const hit = prefixes.lookup([...ids.slice(0, 32), ...next]);
+  assert.equal(hit.tokens, 32);
+  const got = await run(BatchCache.fromRows(layout, [prefixes.row(hit)]), next);
+  const worst = want.reduce((most, value, i) => Math.max(most, Math.abs(value - (got[i] ?? NaN))), 0);
+  assert.ok(worst < 1e-4, `off by ${worst}`);
+});
+
+test('the prefix cache keeps within its budget by evicting the least recently used blocks no other block continues', () => {
+  const shape = { heads: 1, headDim: 1, tensors: 2 };
+  const blockBytes = 2 * 16 * 4;
+  const prefixes = new PrefixCache(3 * blockBytes, shape);
+  // Each prompt's values say whose row they came from: 0 and up for a's, 1000 and up for b's.
+  const sliceOf =
+    (base: number) =>
+    (from: number, to: number): Float32Array[] => [
+      Float32Array.from({ length: to - from }, (_, k) => base + from + k),
+      Float32Array.from({ length: to - from }, (_, k) => -(base + from + k)),
+    ];
+  const a = Array.from({ length: 48 }, (_, i) => i);
+  const b = [...a.slice(0, 16), ...Array.from({ length: 32 }, (_, i) => 100 + i)];
+  prefixes.insert(a, sliceOf(0));
+  assert.equal(prefixes.bytes, 3 * blockBytes);
+  assert.equal(prefixes.lookup([...a, 0]).tokens, 48);
+  // b shares a's first block: its two own blocks evict a's last two (leaves first, oldest first).
+  prefixes.insert(b, sliceOf(1000));
+  assert.equal(prefixes.bytes, 3 * blockBytes);
+  assert.equal(prefixes.lookup([...a, 0]).tokens, 16);
+  const hit = prefixes.lookup([...b, 0]);
+  assert.equal(hit.tokens, 48);
+  assert.deepEqual(
+    [...(prefixes.row(hit).tensors[0] ?? [])],
+    Array.from({ length: 48 }, (_, k) => (k < 16 ? k : 1000 + k)),
+    "a's first block, then b's own",
+  );
+  assert.equal(prefixes.lookup(b).tokens, 32, 'a lookup leaves the last token to read');
+  assert.equal(new PrefixCache(blockBytes - 1, shape).lookup(a).tokens, 0);
 });

@@ -9,7 +9,8 @@ import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import { packArchive } from '../../src/archive/pack.js';
 import { loadTokenizer, type TextTokenizer } from '../../src/handlers/text-tokens.js';
-import { call, startTestServer } from '../fixtures/server.js';
+import { call, scrapeMetrics, startTestServer } from '../fixtures/server.js';
+import { samplesOf } from '../metrics/prometheus-text.js';
 import { tempDir } from '../fixtures/temp.js';
 import {
   DECODER_FIXTURES,
@@ -140,6 +141,13 @@ for (const name of DECODER_FIXTURES) {
     await t.test(`all ${answers.prompts.length} prompts at once over ${ACTIVE} places`, async () => {
       assert.deepEqual(await Promise.all(answers.prompts.map(complete)), want);
     });
+
+    // The second time round, a prompt of more than one block starts from its cached prefix
+    // (padded batching only: an equal-length batch's rows cannot start from prefixes).
+    const hits = samplesOf(await scrapeMetrics(server), 'batchserve_prefix_cache_hits_total', { model: name })[0];
+    const long = answers.prompts.filter((prompt) => prompt.ids.length > 16).length;
+    if (name === 'decoder-gpt2-nopos') assert.equal(hits?.value ?? 0, 0);
+    else assert.equal(hits?.value, long, `${long} prompts are longer than a block`);
   });
 }
 
