@@ -7,7 +7,7 @@ import { cacheBytesPerToken, type DecoderLayout } from './decoder-layout.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
 import type { DecoderBatching } from './padding-probe.js';
-import { pickToken } from './sampling.js';
+import { adjustLogits, logprobOf, pickToken, type TokenLogprob } from './sampling.js';
 import { PrefixCache, type PrefixHit } from './prefix-cache.js';
 import type { StepPacer } from './step-pacer.js';
 import { StepCostModel } from './step-cost.js';
@@ -22,9 +22,16 @@ export interface GenerationSubmission {
   readonly topP: number;
   readonly stop: readonly string[];
   readonly seed: number;
+  readonly presencePenalty?: number;
+  readonly frequencyPenalty?: number;
+  readonly logitBias?: readonly (readonly [number, number])[];
+  /** Set to report each token's log probability and this many alternatives' (0: the token's alone). */
+  readonly logprobs?: number;
 }
 
 export type FinishReason = 'stop' | 'length';
+
+export type SequenceToken = readonly [id: number, text: string, logprob?: TokenLogprob & { readonly token: number }];
 
 export type SequenceEnd =
   | {
@@ -38,8 +45,11 @@ export type SequenceEnd =
 
 /** What one step did, sent to the requests' side once a step (or at once for a refusal). */
 export interface GenerationEvents {
-  /** Each sequence that took a token: its id and the text that became final (often ''). */
-  readonly tokens: readonly (readonly [number, string])[];
+  /**
+   * Each sequence that took a token: its id, the text that became final (often ''), and when
+   * asked, the token and its log probabilities.
+   */
+  readonly tokens: readonly SequenceToken[];
   readonly ended: readonly SequenceEnd[];
   readonly active: number;
   /** Bytes the running batches' caches hold now, padding included. */
@@ -65,6 +75,10 @@ interface Sequence {
   last: number;
   /** The cached prefix it starts from, found when it was first weighed for admission. */
   prefix: PrefixHit | undefined;
+  /** How often each token stands in its answer, for the presence and frequency penalties (none asked: undefined). */
+  readonly counts: Map<number, number> | undefined;
+  /** The last token's log probabilities, when asked, until its text goes out. */
+  logprob: SequenceToken[2];
   generated: number;
   text: string;
   emitted: number;
@@ -106,7 +120,7 @@ export class GenerationEngine {
   #loop: Promise<void> | undefined;
   #closed = false;
   readonly #bytesPerToken: number;
-  #tokens: [number, string][] = [];
+  #tokens: SequenceToken[] = [];
   #ended: SequenceEnd[] = [];
   #emit: (events: GenerationEvents) => void = () => undefined;
 
@@ -151,6 +165,8 @@ export class GenerationEngine {
       read: 0,
       last: 0,
       prefix: undefined,
+      counts: submission.presencePenalty || submission.frequencyPenalty ? new Map() : undefined,
+      logprob: undefined,
       generated: 0,
       text: '',
       emitted: 0,
@@ -454,7 +470,12 @@ export class GenerationEngine {
   /** The sequence's next token: drawn, added to its text; the sequence ends when it should. */
   #advance(sequence: Sequence, logits: Float32Array): void {
     const { submission } = sequence;
+    adjustLogits(logits, submission, sequence.counts ?? NO_COUNTS);
     const token = pickToken(logits, submission, sequence.random);
+    if (submission.logprobs !== undefined) {
+      sequence.logprob = { token, ...logprobOf(logits, token, submission.logprobs) };
+    }
+    sequence.counts?.set(token, (sequence.counts.get(token) ?? 0) + 1);
     sequence.generated++;
     sequence.last = token;
     if (this.options.eos_token_ids.includes(token)) {
@@ -474,7 +495,12 @@ export class GenerationEngine {
       this.#finish(sequence, 'length');
       return;
     }
-    this.#tokens.push([submission.id, this.#release(sequence, false)]);
+    this.#tokens.push(this.#tokenEvent(sequence, this.#release(sequence, false)));
+  }
+
+  #tokenEvent(sequence: Sequence, text: string): SequenceToken {
+    const { logprob } = sequence;
+    return logprob ? [sequence.submission.id, text, logprob] : [sequence.submission.id, text];
   }
 
   /** Text no stop string can still claim (and no half a character), or everything at the end. */
@@ -489,7 +515,7 @@ export class GenerationEngine {
   }
 
   #finish(sequence: Sequence, reason: FinishReason): void {
-    this.#tokens.push([sequence.submission.id, this.#release(sequence, true)]);
+    this.#tokens.push(this.#tokenEvent(sequence, this.#release(sequence, true)));
     sequence.ended = true;
     this.#byId.delete(sequence.submission.id);
     this.#ended.push({
@@ -705,6 +731,9 @@ function shapeOf(lengths: readonly number[]): Shape {
 function decodesOnly(batch: RunningBatch): boolean {
   return batch.cache.width > 0 && live(batch).every((sequence) => unread(sequence) === 0);
 }
+
+/** A sequence whose request asks no penalty counts nothing. */
+const NO_COUNTS: ReadonlyMap<number, number> = new Map();
 
 /** A prompt step holds running rows back at most this many of their steps (#chunkTokens). */
 const CHUNK_STEPS = 4;
