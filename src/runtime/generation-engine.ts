@@ -1,5 +1,11 @@
 import type ort from 'onnxruntime-node';
-import { InferenceFailedError, ModelNotReadyError, QueueFullError, RequestCancelledError } from '../core/errors.js';
+import {
+  InferenceFailedError,
+  InferenceInputError,
+  ModelNotReadyError,
+  QueueFullError,
+  RequestCancelledError,
+} from '../core/errors.js';
 import { mulberry32 } from '../core/random.js';
 import type { TextTokenizer } from '../handlers/text-tokens.js';
 import { BatchCache, type StepTokens } from './batch-cache.js';
@@ -8,6 +14,7 @@ import { IncrementalDetokenizer } from './detokenizer.js';
 import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
 import type { DecoderBatching } from './padding-probe.js';
 import { adjustLogits, logprobOf, pickToken, type TokenLogprob } from './sampling.js';
+import type { GrammarState, Grammars, ResponseFormat } from './grammar.js';
 import { PrefixCache, type PrefixHit } from './prefix-cache.js';
 import type { StepPacer } from './step-pacer.js';
 import { StepCostModel } from './step-cost.js';
@@ -27,6 +34,8 @@ export interface GenerationSubmission {
   readonly logitBias?: readonly (readonly [number, number])[];
   /** Set to report each token's log probability and this many alternatives' (0: the token's alone). */
   readonly logprobs?: number;
+  /** Set for an answer that must parse as JSON, and match a schema when it names one. */
+  readonly responseFormat?: ResponseFormat;
 }
 
 export type FinishReason = 'stop' | 'length';
@@ -79,6 +88,8 @@ interface Sequence {
   readonly counts: Map<number, number> | undefined;
   /** The last token's log probabilities, when asked, until its text goes out. */
   logprob: SequenceToken[2];
+  /** Its response_format's grammar state: masks every token the answer may not take next. */
+  grammar: GrammarState | undefined;
   generated: number;
   text: string;
   emitted: number;
@@ -132,6 +143,8 @@ export class GenerationEngine {
     readonly batching: DecoderBatching,
     /** On the simulated device: holds each step to its cost. */
     private readonly pace?: StepPacer,
+    /** The tokenizer's grammars, for answers bound to a response_format (none: such requests are refused). */
+    readonly grammars?: Grammars,
   ) {
     this.#bytesPerToken = cacheBytesPerToken(layout);
     this.#prefixes =
@@ -167,14 +180,44 @@ export class GenerationEngine {
       prefix: undefined,
       counts: submission.presencePenalty || submission.frequencyPenalty ? new Map() : undefined,
       logprob: undefined,
+      grammar: undefined,
       generated: 0,
       text: '',
       emitted: 0,
       ended: false,
       cancelled: false,
     };
-    this.#waiting.push(sequence);
     this.#byId.set(submission.id, sequence);
+    if (!submission.responseFormat) {
+      this.#queue(sequence);
+      return;
+    }
+    // Compiling a schema takes a while the first time: the sequence waits for it, not the steps.
+    const grammars = this.grammars;
+    if (!grammars) {
+      this.#end(sequence, new InferenceInputError('"response_format" is not served by this model'));
+      this.#send();
+      return;
+    }
+    grammars.state(submission.responseFormat).then(
+      (grammar) => {
+        sequence.grammar = grammar;
+        if (sequence.ended) grammar.dispose();
+        else if (sequence.cancelled) {
+          this.#end(sequence, new RequestCancelledError('the client went away'));
+          this.#send();
+        } else this.#queue(sequence);
+      },
+      (error: unknown) => {
+        if (sequence.ended) return;
+        this.#end(sequence, error instanceof Error ? error : new InferenceFailedError(String(error)));
+        this.#send();
+      },
+    );
+  }
+
+  #queue(sequence: Sequence): void {
+    this.#waiting.push(sequence);
     this.#wake();
   }
 
@@ -184,6 +227,7 @@ export class GenerationEngine {
     if (!sequence || sequence.ended) return;
     sequence.cancelled = true;
     const index = this.#waiting.indexOf(sequence);
+    // Running: it ends at the next step; compiling its grammar: once that is done.
     if (index < 0) return;
     this.#waiting.splice(index, 1);
     this.#end(sequence, new RequestCancelledError('the client went away'));
@@ -448,6 +492,14 @@ export class GenerationEngine {
     const logits = outputs[this.layout.logits] as ort.Tensor;
     const [, fed = 1, vocab = 0] = logits.dims;
     const data = logits.data as Float32Array;
+    const rowLogits = (r: number): Float32Array => data.subarray((r * fed + fed - 1) * vocab, (r * fed + fed) * vocab);
+    // Each answer bound to a grammar may take only the tokens it allows next.
+    const masks: Promise<void>[] = [];
+    rows.forEach((sequence, r) => {
+      const done = sequence.read + (tokens[r] as StepTokens).length >= sequence.submission.promptIds.length;
+      if (sequence.grammar && done && !sequence.ended) masks.push(sequence.grammar.mask(rowLogits(r)));
+    });
+    await Promise.all(masks);
     rows.forEach((sequence, r) => {
       const { promptIds } = sequence.submission;
       const { length } = promptIds;
@@ -458,7 +510,7 @@ export class GenerationEngine {
       // A prompt not read to its end takes no token yet.
       if (sequence.ended || sequence.read < length) return;
       try {
-        this.#advance(sequence, data.subarray((r * fed + fed - 1) * vocab, (r * fed + fed) * vocab));
+        this.#advance(sequence, rowLogits(r));
       } catch (error) {
         // A tokenizer that cannot decode what the model chose fails that sequence, not the loop.
         const message = error instanceof Error ? error.message : String(error);
@@ -478,6 +530,7 @@ export class GenerationEngine {
     sequence.counts?.set(token, (sequence.counts.get(token) ?? 0) + 1);
     sequence.generated++;
     sequence.last = token;
+    const complete = sequence.grammar?.accept(token) ?? false;
     if (this.options.eos_token_ids.includes(token)) {
       this.#finish(sequence, 'stop');
       return;
@@ -486,6 +539,12 @@ export class GenerationEngine {
     const stopAt = firstStop(sequence.text, submission.stop, sequence.emitted);
     if (stopAt !== undefined) {
       sequence.text = sequence.text.slice(0, stopAt);
+      this.#finish(sequence, 'stop');
+      return;
+    }
+    // The grammar's text is complete (a model without an end token ends here; one with ends on it).
+    if (complete) {
+      sequence.text += sequence.detokenizer.flush();
       this.#finish(sequence, 'stop');
       return;
     }
@@ -515,6 +574,7 @@ export class GenerationEngine {
   }
 
   #finish(sequence: Sequence, reason: FinishReason): void {
+    sequence.grammar?.dispose();
     this.#tokens.push(this.#tokenEvent(sequence, this.#release(sequence, true)));
     sequence.ended = true;
     this.#byId.delete(sequence.submission.id);
@@ -528,6 +588,7 @@ export class GenerationEngine {
   }
 
   #end(sequence: Sequence, error: Error): void {
+    sequence.grammar?.dispose();
     sequence.ended = true;
     this.#byId.delete(sequence.submission.id);
     this.#ended.push({ id: sequence.submission.id, error: toWireError(error) });

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
+import { Ajv } from 'ajv';
 import { loadTokenizer, type TextTokenizer } from '../../src/handlers/text-tokens.js';
 import { BatchCache } from '../../src/runtime/batch-cache.js';
 import { cacheBytesPerToken, decoderLayout, type DecoderLayout } from '../../src/runtime/decoder-layout.js';
@@ -15,6 +16,7 @@ import {
 import { servedGenerationOptions } from '../../src/runtime/generation-options.js';
 import { probePadding } from '../../src/runtime/padding-probe.js';
 import { PrefixCache } from '../../src/runtime/prefix-cache.js';
+import { Grammars } from '../../src/runtime/grammar.js';
 import { readSignature } from '../../src/runtime/session.js';
 import {
   readDecoderAnswers,
@@ -55,6 +57,7 @@ async function generate(
   generation: Record<string, unknown> = {},
   /** Called once the first submissions have all ended; what it submits is awaited too. */
   then?: (engine: GenerationEngine, steps: GenerationEvents[]) => Promise<unknown>,
+  grammars?: Grammars,
 ): Promise<{ ends: Map<number, SequenceEnd>; steps: GenerationEvents[]; batching: string }> {
   const { batching } = await probePadding(fixture.session, fixture.layout);
   const context = (generation.max_context as number | undefined) ?? 64;
@@ -62,7 +65,15 @@ async function generate(
     { ...servedGenerationOptions(undefined, context), eos_token_ids: [fixture.answers.eos_token_id], ...generation },
     context,
   );
-  const engine = new GenerationEngine(fixture.session, fixture.layout, fixture.tokenizer, options, batching);
+  const engine = new GenerationEngine(
+    fixture.session,
+    fixture.layout,
+    fixture.tokenizer,
+    options,
+    batching,
+    undefined,
+    grammars,
+  );
   const ends = new Map<number, SequenceEnd>();
   const steps: GenerationEvents[] = [];
   let expected = submissions.length;
@@ -363,3 +374,56 @@ test('the prefix cache keeps within its budget by evicting the least recently us
   assert.equal(prefixes.lookup(b).tokens, 32, 'a lookup leaves the last token to read');
   assert.equal(new PrefixCache(blockBytes - 1, shape).lookup(a).tokens, 0);
 });
+
+for (const name of ['decoder-gpt2', 'decoder-llama'] as const) {
+  test(`${name}: an answer bound to a JSON schema parses and validates, whatever the random weights would say`, async () => {
+    const fixture = await open(name);
+    const schema = {
+      type: 'object',
+      properties: {
+        name: { type: 'string', maxLength: 6 },
+        ok: { type: 'boolean' },
+        size: { enum: ['s', 'm', 'l'] },
+      },
+      required: ['name', 'ok', 'size'],
+      additionalProperties: false,
+    };
+    const grammars = new Grammars(await readFile(torchTextFiles(name).tokenizer, 'utf8'), undefined, [
+      fixture.answers.eos_token_id,
+    ]);
+    const prompts = fixture.answers.prompts.slice(0, 6);
+    const { ends } = await generate(
+      fixture,
+      prompts.map((prompt, id) => ({
+        ...submission(id, prompt.ids, 40),
+        responseFormat: { type: 'json_schema' as const, schema },
+      })),
+      { max_context: 128 },
+      undefined,
+      grammars,
+    );
+    const validate = new Ajv().compile(schema);
+    for (const [id, end] of ends) {
+      assert.ok(!('error' in end), JSON.stringify(end));
+      assert.equal(end.finishReason, 'stop', `sequence ${id}: ${end.text}`);
+      const value: unknown = JSON.parse(end.text);
+      assert.ok(validate(value), `${end.text}: ${JSON.stringify(validate.errors)}`);
+    }
+    // Unbound, the same prompts answer anything but JSON.
+    const free = await generate(
+      fixture,
+      prompts.map((prompt, id) => submission(id, prompt.ids, 40)),
+      { max_context: 128 },
+    );
+    assert.ok([...free.ends.values()].some((end) => !('error' in end) && !isJson(end.text)));
+  });
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
