@@ -87,6 +87,14 @@ export function registerBench(program: Command): void {
         .default('uniform'),
     )
     .option('--prompt <text>', '--openai: the prompt (embeddings: the input)', 'Once upon a time')
+    .option(
+      '--system-prompt <text>',
+      "--openai: a prefix every request shares (chat: the system message), with a user turn each request's own: what prefix caching saves",
+    )
+    .option(
+      '--response-format <json_object|file.json>',
+      '--openai: every answer bound to JSON (json_object) or to the JSON schema in a file: what constrained decoding costs',
+    )
     .action(async (archive: string | undefined, options: BenchCommandOptions) => {
       const { runBench } = await import('./bench.js');
       await runBench(archive, options);
