@@ -24,7 +24,8 @@ import { LoadedModel, type LoadedModelParts } from './loaded-model.js';
 import type { ModelLookup } from '../pipeline/model-step.js';
 import { openPipeline } from '../pipeline/open-pipeline.js';
 import type { ArchiveManifest } from '../archive/manifest.js';
-import { isTritonVersionFolder, openTritonVersion, type TritonSource } from './triton-repository.js';
+import { isTritonVersionFolder } from './triton-repository.js';
+import { openTritonVersion, type TritonSource } from '../archive/triton-folder.js';
 
 export interface LoadOptions {
   /** Where archives are extracted while served. */
@@ -53,9 +54,14 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
   const instances: ServingInstance[] = [];
   try {
     // A Triton version folder is served in place; an archive is extracted into the work folder.
-    const { modelDir, manifest, storedConfig, configSource, triton } = (await isTritonVersionFolder(archivePath))
+    const { modelDir, manifest, storedConfig, configSource, triton, differences } = (await isTritonVersionFolder(
+      archivePath,
+    ))
       ? await openTritonFolder(archivePath)
       : await extractArchive(archivePath, join(workDir, 'model'));
+    for (const difference of differences ?? []) {
+      options.logger?.info({ model: manifest.model.modelName, version: manifest.model.modelVersion }, difference);
+    }
     const machineProblems = machineLimitProblems(storedConfig);
     if (machineProblems.length > 0) throw new ConfigInvalidError(configSource, machineProblems);
     const labels = storedConfig.labels_file
@@ -190,6 +196,8 @@ interface OpenedModel {
   readonly storedConfig: ModelConfig;
   readonly configSource: string;
   readonly triton?: TritonSource;
+  /** A Triton folder's config fields served otherwise than Triton would, one sentence each. */
+  readonly differences?: readonly string[];
 }
 
 async function extractArchive(archivePath: string, modelDir: string): Promise<OpenedModel> {
@@ -200,8 +208,8 @@ async function extractArchive(archivePath: string, modelDir: string): Promise<Op
 }
 
 async function openTritonFolder(versionPath: string): Promise<OpenedModel> {
-  const { modelDir, manifest, config, configSource, triton } = await openTritonVersion(versionPath);
-  return { modelDir, manifest, storedConfig: config, configSource, triton };
+  const { modelDir, manifest, config, configSource, triton, differences } = await openTritonVersion(versionPath);
+  return { modelDir, manifest, storedConfig: config, configSource, triton, differences };
 }
 
 type ArchiveParts = Pick<

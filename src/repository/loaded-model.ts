@@ -22,7 +22,7 @@ import { calibrateCost } from './calibrate-cost.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import type { HandlerRequest } from '../core/request.js';
-import type { TritonSource } from './triton-repository.js';
+import type { TritonSource } from '../archive/triton-folder.js';
 
 /** A live change of batching: `maxQueueDelayUs` is a delay, or `auto`. */
 export interface BatchingChange {
