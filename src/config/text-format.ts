@@ -238,7 +238,8 @@ function readField(
     const map = (message[field.name] ??= {}) as Record<string, unknown>;
     for (const value of values) {
       const entry = value as { key: string; value: unknown };
-      map[entry.key] = entry.value;
+      // A key may be any string, "__proto__" too: an own property, never the object's prototype.
+      Object.defineProperty(map, entry.key, { value: entry.value, enumerable: true, writable: true, configurable: true });
     }
   } else if (field.repeated) {
     const list = (message[field.name] ??= []) as unknown[];

@@ -249,8 +249,10 @@ export class ModelRepository {
     const offered = catalog.archives.filter((archive) => archive.name === name);
     const broken = catalog.unreadable.find(({ path }) => path.slice(path.lastIndexOf('/') + 1) === name);
     const removed: string[] = [];
+    // The folder is the truth, as in Triton: a pipeline using a version that went fails its
+    // requests to that step until the version is back (a changed one is back at once).
     const drain = async (version: string): Promise<void> => {
-      await this.unload(name, version);
+      await this.unload(name, version, { force: true });
       removed.push(version);
     };
     if (broken || offered.length === 0) {
@@ -278,9 +280,8 @@ export class ModelRepository {
 
   /**
    * Triton's poll: every model of the repository made what its folder holds now, and models
-   * whose folders went unloaded. A model that waits on another (an ensemble on its steps'
-   * models, a step model on the ensemble that uses it) is tried again while others change;
-   * one model's failure is reported and the others go on.
+   * whose folders went unloaded. An ensemble whose step models are not loaded yet is tried
+   * again while others load; one model's failure is reported and the others go on.
    */
   async pollTritonRepository(): Promise<TritonPollReport> {
     const catalog = await this.storeCatalog();
@@ -297,12 +298,15 @@ export class ModelRepository {
     while (pending.length > 0) {
       const waiting: { name: string; error: unknown }[] = [];
       for (const name of pending) {
+        const serving = this.has(name);
         try {
           const { added, removed } = await this.#syncTritonModel(name, catalog);
           report.loaded.push(...added.map((model) => ({ name, version: model.version })));
           report.unloaded.push(...removed.map((version) => ({ name, version })));
         } catch (error) {
           if (error instanceof ModelNotFoundError && !this.has(name)) continue;
+          // A refused config that served nothing stays in the index with its reason; said at start and at each load.
+          if (!serving && catalog.unreadable.some(({ error: unreadable }) => unreadable === error)) continue;
           if (error instanceof PipelineInvalidError || error instanceof ModelInUseError) waiting.push({ name, error });
           else report.failed.push({ name, message: error instanceof Error ? error.message : String(error) });
         }
