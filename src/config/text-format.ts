@@ -239,7 +239,12 @@ function readField(
     for (const value of values) {
       const entry = value as { key: string; value: unknown };
       // A key may be any string, "__proto__" too: an own property, never the object's prototype.
-      Object.defineProperty(map, entry.key, { value: entry.value, enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(map, entry.key, {
+        value: entry.value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
   } else if (field.repeated) {
     const list = (message[field.name] ??= []) as unknown[];

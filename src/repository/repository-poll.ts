@@ -2,7 +2,7 @@ import type { ModelRepository, TritonPollReport } from './model-repository.js';
 
 /** The timers the poll runs on; tests pass fake ones. */
 export interface PollTimers {
-  setTimeout(callback: () => void, ms: number): { unref?(): unknown };
+  setTimeout(callback: () => void, ms: number): unknown;
   clearTimeout(timer: unknown): void;
 }
 
@@ -69,7 +69,8 @@ export class RepositoryPoll {
     const timer = this.#timers.setTimeout(() => {
       void this.pollNow();
     }, this.#intervalMs);
-    timer.unref?.();
+    // Node's timer must not hold the process open; a fake clock's has no unref.
+    (timer as { unref?: () => void } | undefined)?.unref?.();
     this.#timer = timer;
   }
 }
