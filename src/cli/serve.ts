@@ -13,6 +13,9 @@ export interface ServeCommandOptions {
   config?: string;
   models?: string[];
   modelStore?: string;
+  modelRepository?: string;
+  loadModel?: string[];
+  repositoryPollSecs?: string;
   modelName?: string;
   workDir?: string;
   host?: string;
@@ -42,6 +45,7 @@ export interface ServeCommandOptions {
   stateFile?: string;
   predictionLog?: string;
   modelControl?: string;
+  modelControlMode?: string;
 }
 
 /**
@@ -58,9 +62,9 @@ const fromFlags: OptionOrigin = (key) => ({
 /** Runs until SIGTERM/SIGINT, then drains; resolves with the exit code. */
 export async function runServe(options: ServeCommandOptions, origin: OptionOrigin = fromFlags): Promise<number> {
   const { config, propertyWarnings } = await resolveConfig(options, origin);
-  if (config.models.length === 0) {
+  if (config.models.length === 0 && config.model_repository === undefined) {
     throw new UsageError(
-      'nothing to serve: pass --models name=path.mar, or --model-store DIR --models all (a model store that is one archive needs no --models)',
+      'nothing to serve: pass --models name=path.mar, --model-store DIR --models all (a model store that is one archive needs no --models), or --model-repository DIR (a Triton model repository)',
     );
   }
   const server = await startServer({ config });
@@ -146,6 +150,18 @@ async function resolveConfig(
   if (options.stateFile) flags.state_file = options.stateFile;
   if (options.predictionLog) flags.prediction_log = options.predictionLog;
   if (options.modelControl) flags.model_control = options.modelControl;
+  if (options.modelControlMode) flags.model_control = options.modelControlMode;
+  if (options.modelRepository) flags.model_repository = options.modelRepository;
+  if (options.loadModel) flags.load_model = options.loadModel;
+  if (options.repositoryPollSecs !== undefined) {
+    const seconds = Number(options.repositoryPollSecs);
+    if (options.repositoryPollSecs.trim() === '' || !Number.isFinite(seconds)) {
+      throw new UsageError(
+        `${name('repositoryPollSecs')}: expected a number of seconds, got "${options.repositoryPollSecs}"`,
+      );
+    }
+    flags.repository_poll_secs = seconds;
+  }
   const fileAuth = { ...(properties?.config.auth as object), ...(fromFile.auth ?? {}) } as Record<string, unknown>;
   const authEnabled = options.auth ? authFromEnv() : false;
   const auth = {

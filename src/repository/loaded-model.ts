@@ -22,6 +22,7 @@ import { calibrateCost } from './calibrate-cost.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import type { HandlerRequest } from '../core/request.js';
+import type { TritonSource } from '../archive/triton-folder.js';
 
 /** A live change of batching: `maxQueueDelayUs` is a delay, or `auto`. */
 export interface BatchingChange {
@@ -45,6 +46,8 @@ export interface LoadedModelParts {
   readonly createInstance: InstanceFactory;
   /** The extracted archive, removed on unload. */
   readonly workDir: string;
+  /** Set for a version of a Triton repository's model: its config.pbtxt and what it says beyond model-config.yaml. */
+  readonly triton?: TritonSource | undefined;
   /** What `auto` devices picked and why, one line per instance. */
   readonly deviceNotes: readonly string[];
   readonly loadSeconds: number;
@@ -77,6 +80,7 @@ export class LoadedModel {
   readonly stats: ModelStatistics;
   readonly loadedAt = new Date();
   readonly generator: Generator | undefined;
+  readonly triton: TritonSource | undefined;
   #currentConfig: CompleteModelConfig;
   #currentSignature: ModelSignature;
   #instanceList: ServingInstance[];
@@ -101,6 +105,7 @@ export class LoadedModel {
     this.labels = parts.labels;
     this.loadSeconds = parts.loadSeconds;
     this.deviceNotes = parts.deviceNotes;
+    this.triton = parts.triton;
     this.generator = parts.generator?.(() => this.#instanceList);
     this.#currentConfig = parts.config;
     this.#currentSignature = signatureOf(parts.config);
@@ -447,5 +452,6 @@ export function policyOf(config: CompleteModelConfig): BatchingPolicy {
     maxQueueSize: batching.max_queue_size,
     defaultTimeoutUs: batching.default_timeout,
     priorityLevels: batching.priority_levels,
+    ...(batching.default_priority_level !== undefined ? { defaultPriorityLevel: batching.default_priority_level } : {}),
   };
 }
