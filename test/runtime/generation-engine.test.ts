@@ -427,3 +427,42 @@ function isJson(text: string): boolean {
     return false;
   }
 }
+
+test('n answers read their prompt once and each draws as a sequence of its own seed would', async () => {
+  const fixture = await open('decoder-llama');
+  const prompt = fixture.answers.prompts[3]?.ids ?? [];
+  const sampled = (id: number, seed: number, choices?: number): GenerationSubmission => ({
+    ...submission(id, prompt, 10),
+    temperature: 1,
+    seed,
+    ...(choices ? { choices } : {}),
+  });
+  const rowsRead: number[] = [];
+  const { run } = fixture.session;
+  fixture.session.run = ((feeds: Record<string, ort.Tensor>, ...rest: unknown[]) => {
+    rowsRead.push((feeds.input_ids as ort.Tensor).dims[0] as number);
+    return (run as (...args: unknown[]) => Promise<ort.InferenceSession.ReturnType>).call(
+      fixture.session,
+      feeds,
+      ...rest,
+    );
+  }) as typeof run;
+  let together: Awaited<ReturnType<typeof generate>>;
+  try {
+    together = await generate(fixture, [sampled(10, 5, 3)], { max_context: 128, prefix_cache_bytes: 0 });
+  } finally {
+    fixture.session.run = run;
+  }
+  // The padding probe's six passes first; then the prompt read as one row, then the three decode.
+  const ours = rowsRead.slice(6);
+  assert.deepEqual(ours.slice(0, 2), [1, 3], JSON.stringify(rowsRead));
+  assert.ok(ours.every((rows) => rows <= 3));
+  const alone = await generate(fixture, [sampled(0, 5), sampled(1, 6), sampled(2, 7)], { max_context: 128 });
+  for (let choice = 0; choice < 3; choice++) {
+    const end = together.ends.get(10 + choice);
+    assert.ok(end && !('error' in end), JSON.stringify(end));
+    assert.deepEqual({ ...end, id: choice }, alone.ends.get(choice), `choice ${choice}`);
+  }
+  const texts = new Set([0, 1, 2].map((choice) => JSON.stringify(together.ends.get(10 + choice))));
+  assert.ok(texts.size > 1, 'the draws differ');
+});
