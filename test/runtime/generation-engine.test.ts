@@ -438,20 +438,17 @@ test('n answers read their prompt once and each draws as a sequence of its own s
     ...(choices ? { choices } : {}),
   });
   const rowsRead: number[] = [];
-  const { run } = fixture.session;
-  fixture.session.run = ((feeds: Record<string, ort.Tensor>, ...rest: unknown[]) => {
+  const { session } = fixture;
+  const run = session.run.bind(session);
+  session.run = ((feeds: ort.InferenceSession.FeedsType, fetches: ort.InferenceSession.FetchesType) => {
     rowsRead.push((feeds.input_ids as ort.Tensor).dims[0] as number);
-    return (run as (...args: unknown[]) => Promise<ort.InferenceSession.ReturnType>).call(
-      fixture.session,
-      feeds,
-      ...rest,
-    );
-  }) as typeof run;
+    return run(feeds, fetches);
+  }) as typeof session.run;
   let together: Awaited<ReturnType<typeof generate>>;
   try {
     together = await generate(fixture, [sampled(10, 5, 3)], { max_context: 128, prefix_cache_bytes: 0 });
   } finally {
-    fixture.session.run = run;
+    session.run = run;
   }
   // The padding probe's six passes first; then the prompt read as one row, then the three decode.
   const ours = rowsRead.slice(6);
