@@ -60,7 +60,10 @@ export interface ManagementTargetOptions {
 export function withManagementTarget(command: Command): Command {
   return command
     .option('--management-url <url>', "the server's management API", 'http://127.0.0.1:8081')
-    .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else ./batchserve.key)')
-    .option('--token-file <path>', 'file holding the management bearer token')
+    .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else the key file)')
+    .option(
+      '--token-file <path>',
+      'file holding the management token (default: the one serve writes, $BATCHSERVE_KEY_FILE or ./batchserve.key)',
+    )
     .option('--json', 'print the answer as JSON', false);
 }
