@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { parseDuration } from '../config/schema-kit.js';
 import { UsageError } from '../core/errors.js';
 
@@ -59,7 +59,11 @@ export interface ManagementTargetOptions {
 /** The flags every management API client command takes. */
 export function withManagementTarget(command: Command): Command {
   return command
-    .option('--management-url <url>', "the server's management API", 'http://127.0.0.1:8081')
+    .addOption(
+      new Option('--management-url <url>', "the server's management API")
+        .default('http://127.0.0.1:8081')
+        .env('BATCHSERVE_MANAGEMENT_URL'),
+    )
     .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else the key file)')
     .option(
       '--token-file <path>',
