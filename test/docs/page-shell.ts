@@ -102,7 +102,10 @@ export class PageShell {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiting = undefined;
-        reject(new Error(`still running after ${timeoutMs / 1000} s`));
+        // The shell is stuck behind it: the page's later commands could not run.
+        this.#ended = `the shell was stopped: a command ran past ${timeoutMs / 1000} s`;
+        this.#killGroup('SIGKILL');
+        reject(new Error(`still running after ${timeoutMs / 1000} s: ${text}`));
       }, timeoutMs);
       this.#waiting = (line) => {
         const [, ran, status, job] = line.split(' ');

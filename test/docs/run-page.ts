@@ -13,6 +13,8 @@ const STARTUP_TIMEOUT_MS = 60_000;
 
 const SERVE = /\b(?:batchserve|bin\/batchserve\.js)\s+serve\b/;
 const IN_BACKGROUND = /[^&]&\s*(?:#.*)?$/;
+/** A comment after the command (one with no quote in it, so not inside a string). */
+const TRAILING_COMMENT = /\s+#[^'"\n]*$/;
 /** What must never run here, marker or not: it would reinstall the shared node_modules, or run this suite inside itself. */
 const NEVER = /\bnpm (?:ci|install|i|test|run test)\b/;
 
@@ -57,11 +59,12 @@ async function runCommand(shell: PageShell, page: string, command: Command): Pro
   const where = `${page}:${command.line}: ${command.text}`;
   const text = shell.toRun(command.text);
   if (SERVE.test(text) && !IN_BACKGROUND.test(text)) {
-    // A server in the foreground runs until the reader presses Ctrl-C.
-    const started = await shell.run(`${text} &`, COMMAND_TIMEOUT_MS);
+    // A server in the foreground runs until the reader stops it: SIGTERM, which serve takes
+    // as it takes Ctrl-C's SIGINT (a background job of a script ignores SIGINT).
+    const started = await shell.run(`${text.replace(TRAILING_COMMENT, '')} &`, COMMAND_TIMEOUT_MS);
     await startup(shell, started.lastJob, started.output, where);
-    const stopped = await shell.run(`kill -INT ${started.lastJob}; wait ${started.lastJob}`, COMMAND_TIMEOUT_MS);
-    assert.equal(stopped.status, 0, `${where}\nexited with ${stopped.status} on Ctrl-C:\n${await started.output()}`);
+    const stopped = await shell.run(`kill ${started.lastJob}; wait ${started.lastJob}`, COMMAND_TIMEOUT_MS);
+    assert.equal(stopped.status, 0, `${where}\nexited with ${stopped.status} when stopped:\n${await started.output()}`);
     return;
   }
   const ran = await shell.run(text, COMMAND_TIMEOUT_MS);
