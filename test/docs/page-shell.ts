@@ -145,9 +145,13 @@ export class PageShell {
   }
 }
 
-/** The top-level names a clone has: git's files (tracked, or new and not ignored), node_modules, and dist that `npm ci` builds. */
+/**
+ * The top-level names a fresh clone has: git's tracked files, node_modules, and the dist that
+ * `npm ci` builds. Not what else lies in this checkout (a README tour's model-store/, run here
+ * by hand, would be written through the link).
+ */
 function cloneEntries(): string[] {
-  const listed = spawnSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], {
+  const listed = spawnSync('git', ['ls-files', '-z'], {
     cwd: REPO,
     encoding: 'utf8',
   });
