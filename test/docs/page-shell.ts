@@ -11,9 +11,16 @@ import { fileURLToPath } from 'node:url';
 
 export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 
-/** The ports the docs write (serve's defaults) and the free ones this run puts in their place. */
-export const PAGE_PORTS = { inference: 8080, management: 8081, metrics: 8082, grpc: 8001 } as const;
-export type PortMap = Record<keyof typeof PAGE_PORTS, number>;
+/**
+ * The ports the docs write: serve's defaults (8080-8082, gRPC 8001) and Triton's (8000, 8002),
+ * which the Triton pages pass with --port. Each run puts free ones in their place, so that two
+ * pages run at once never meet on a port, nor on one another program holds.
+ */
+export const PAGE_PORTS = [8080, 8081, 8082, 8001, 8000, 8002] as const;
+/** A page's port → this run's. */
+export type PortMap = ReadonlyMap<number, number>;
+const PAGE_PORT =
+  /(\blocalhost:|\b127\.0\.0\.1:|\b0\.0\.0\.0:|--(?:[a-z]+-)?port[= ])(8080|8081|8082|8001|8000|8002)\b/g;
 
 export interface Ran {
   /** Exit status, as `$?` after the command. */
@@ -73,23 +80,15 @@ export class PageShell {
     return new PageShell(root, await freePorts());
   }
 
-  /** The page's text with its ports (8080-8082, 8001) replaced by this run's. */
+  /** The page's text with its ports (after a host or a --…port flag) replaced by this run's. */
   toRun(text: string): string {
-    return text.replace(
-      /\b(localhost|127\.0\.0\.1|0\.0\.0\.0):(8080|8081|8082|8001)\b/g,
-      (_, host: string, port: string) => {
-        const name = (Object.keys(PAGE_PORTS) as (keyof PortMap)[]).find((key) => PAGE_PORTS[key] === Number(port));
-        return `${host}:${name ? this.ports[name] : port}`;
-      },
-    );
+    return text.replace(PAGE_PORT, (_, before: string, port: string) => `${before}${this.ports.get(Number(port))}`);
   }
 
   /** Output as the page would show it: this run's ports back to the page's. */
   asShown(output: string): string {
     let shown = output;
-    for (const key of Object.keys(PAGE_PORTS) as (keyof PortMap)[]) {
-      shown = shown.replace(new RegExp(`:${this.ports[key]}\\b`, 'g'), `:${PAGE_PORTS[key]}`);
-    }
+    for (const [page, run] of this.ports) shown = shown.replace(new RegExp(`:${run}\\b`, 'g'), `:${page}`);
     return shown;
   }
 
@@ -175,17 +174,17 @@ function shellEnv(bin: string, ports: PortMap): NodeJS.ProcessEnv {
   return {
     ...env,
     PATH: `${bin}:${process.env.PATH ?? ''}`,
-    BATCHSERVE_PORT: String(ports.inference),
-    BATCHSERVE_MANAGEMENT_PORT: String(ports.management),
-    BATCHSERVE_METRICS_PORT: String(ports.metrics),
-    BATCHSERVE_GRPC_PORT: String(ports.grpc),
-    BATCHSERVE_MANAGEMENT_URL: `http://127.0.0.1:${ports.management}`,
+    BATCHSERVE_PORT: String(ports.get(8080)),
+    BATCHSERVE_MANAGEMENT_PORT: String(ports.get(8081)),
+    BATCHSERVE_METRICS_PORT: String(ports.get(8082)),
+    BATCHSERVE_GRPC_PORT: String(ports.get(8001)),
+    BATCHSERVE_MANAGEMENT_URL: `http://127.0.0.1:${ports.get(8081)}`,
   };
 }
 
 async function freePorts(): Promise<PortMap> {
   const servers = await Promise.all(
-    Object.keys(PAGE_PORTS).map(
+    PAGE_PORTS.map(
       () =>
         new Promise<ReturnType<typeof createServer>>((ready) => {
           const server = createServer();
@@ -193,11 +192,9 @@ async function freePorts(): Promise<PortMap> {
         }),
     ),
   );
-  const [inference, management, metrics, grpc] = servers.map(
-    (server) => (server.address() as { port: number }).port,
-  ) as [number, number, number, number];
+  const ports = new Map(PAGE_PORTS.map((page, i) => [page, (servers[i]?.address() as { port: number }).port]));
   await Promise.all(servers.map((server) => new Promise((done) => server.close(done))));
-  return { inference, management, metrics, grpc };
+  return ports;
 }
 
 function quote(path: string): string {
