@@ -33,6 +33,8 @@ export interface BatchingPolicy {
   /** 0 = requests wait as long as it takes. */
   readonly defaultTimeoutUs: number;
   readonly priorityLevels: number;
+  /** A request that names no priority queues here; default: the last level. */
+  readonly defaultPriorityLevel?: number;
 }
 
 export interface SubmitOptions {
@@ -256,7 +258,10 @@ export class Batcher {
       return Promise.reject(new QueueFullError('Exceeds maximum queue size'));
     }
     if (options.signal?.aborted) return Promise.reject(new RequestCancelledError('the client went away'));
-    const level = Math.min(Math.max(1, options.priority ?? policy.priorityLevels), policy.priorityLevels);
+    const level = Math.min(
+      Math.max(1, options.priority ?? policy.defaultPriorityLevel ?? policy.priorityLevels),
+      policy.priorityLevels,
+    );
     const ahead = this.#admit(
       this.#learned.get(options.shapeKey) ?? this.#lastLearning,
       options.rows,

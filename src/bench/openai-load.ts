@@ -14,6 +14,13 @@ export interface OpenAiLoadOptions {
   /** …uniformly, or log-uniformly (most answers short, a few long, as real ones are). */
   readonly distribution?: 'uniform' | 'log-uniform';
   readonly prompt: string;
+  /**
+   * A prefix every request shares (chat: a system message), the prompt then being each
+   * request's own turn (numbered, so no two are alike): what prefix caching saves.
+   */
+  readonly systemPrompt?: string;
+  /** OpenAI's response_format, sent with every request: what constrained decoding costs. */
+  readonly responseFormat?: Readonly<Record<string, unknown>>;
   readonly warmupMs: number;
   readonly durationMs: number;
   readonly seed: number;
@@ -80,6 +87,7 @@ async function runLevel(options: OpenAiLoadOptions, concurrency: number, dispatc
   const until = measuredFrom + options.durationMs;
   const finished: Finished[] = [];
   const errors: Record<string, number> = {};
+  let sent = 0;
   const client = async (index: number): Promise<void> => {
     const random = mulberry32(options.seed + index);
     const [low, high] = options.maxTokens;
@@ -90,7 +98,7 @@ async function runLevel(options: OpenAiLoadOptions, concurrency: number, dispatc
           ? Math.min(high, Math.floor(low * (high / low + 1 / low) ** draw))
           : low + Math.floor(draw * (high - low + 1));
       try {
-        const done = await oneRequest(options, maxTokens, dispatcher);
+        const done = await oneRequest(options, maxTokens, dispatcher, sent++);
         if (done.endedAt >= measuredFrom && done.endedAt <= until) finished.push(done);
       } catch (error) {
         const kind = error instanceof Error ? error.message : String(error);
@@ -119,27 +127,37 @@ async function runLevel(options: OpenAiLoadOptions, concurrency: number, dispatc
   };
 }
 
-function requestBody(options: OpenAiLoadOptions, maxTokens: number): Record<string, unknown> {
+function requestBody(options: OpenAiLoadOptions, maxTokens: number, index: number): Record<string, unknown> {
+  const { systemPrompt } = options;
+  const turn = systemPrompt === undefined ? options.prompt : `${options.prompt} (${index})`;
   if (options.api === 'embeddings') return { model: options.model, input: options.prompt };
   const common = {
     model: options.model,
     max_tokens: maxTokens,
     stream: true,
     stream_options: { include_usage: true },
+    ...(options.responseFormat ? { response_format: options.responseFormat } : {}),
   };
-  return options.api === 'chat'
-    ? { ...common, messages: [{ role: 'user', content: options.prompt }] }
-    : { ...common, prompt: options.prompt };
+  if (options.api === 'completions') {
+    return { ...common, prompt: systemPrompt === undefined ? turn : `${systemPrompt}\n${turn}` };
+  }
+  const system = systemPrompt === undefined ? [] : [{ role: 'system', content: systemPrompt }];
+  return { ...common, messages: [...system, { role: 'user', content: turn }] };
 }
 
 /** One request, its stream read as it arrives: when text first came, when it last did, the usage. */
-async function oneRequest(options: OpenAiLoadOptions, maxTokens: number, dispatcher: Agent): Promise<Finished> {
+async function oneRequest(
+  options: OpenAiLoadOptions,
+  maxTokens: number,
+  dispatcher: Agent,
+  index: number,
+): Promise<Finished> {
   const sentAt = performance.now();
   const path = options.api === 'chat' ? 'chat/completions' : options.api;
   const response = await request(`${options.url.replace(/\/$/, '')}/v1/${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(requestBody(options, maxTokens)),
+    body: JSON.stringify(requestBody(options, maxTokens, index)),
     dispatcher,
   });
   if (response.statusCode !== 200) {

@@ -13,8 +13,11 @@ export function registerBench(program: Command): void {
     .option('--url <url>', 'a running server instead of an archive: its inference API, http://… or grpc://host:port')
     .option('--model <name>', 'the model to drive on --url')
     .option('--management-url <url>', "the --url server's management API, needed to sweep it")
-    .option('--token <token>', 'management bearer token')
-    .option('--token-file <path>', 'file holding the management bearer token')
+    .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else the key file)')
+    .option(
+      '--token-file <path>',
+      'file holding the management token (default: the one serve writes, $BATCHSERVE_KEY_FILE or ./batchserve.key)',
+    )
     .option(
       '--in-process',
       'also measure T(B) straight on the session (archive only): the limit the server is judged against',
@@ -87,6 +90,14 @@ export function registerBench(program: Command): void {
         .default('uniform'),
     )
     .option('--prompt <text>', '--openai: the prompt (embeddings: the input)', 'Once upon a time')
+    .option(
+      '--system-prompt <text>',
+      "--openai: a prefix every request shares (chat: the system message), with a user turn each request's own: what prefix caching saves",
+    )
+    .option(
+      '--response-format <json_object|file.json>',
+      '--openai: every answer bound to JSON (json_object) or to the JSON schema in a file: what constrained decoding costs',
+    )
     .action(async (archive: string | undefined, options: BenchCommandOptions) => {
       const { runBench } = await import('./bench.js');
       await runBench(archive, options);

@@ -1,4 +1,4 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { UsageError } from '../core/errors.js';
 import { runOpenAiLoad, type OpenAiApi } from '../bench/openai-load.js';
 import { renderOpenAiTable } from '../bench/openai-report.js';
@@ -13,6 +13,8 @@ export interface OpenAiBenchOptions {
   maxTokens: string;
   tokenDistribution: 'uniform' | 'log-uniform';
   prompt: string;
+  systemPrompt?: string;
+  responseFormat?: string;
   duration: string;
   warmup: string;
   json?: string;
@@ -27,6 +29,18 @@ function maxTokensRange(value: string): [number, number] {
     throw new UsageError(`--max-tokens: expected a count or a range such as 8-256, got ${JSON.stringify(value)}`);
   }
   return [low, high];
+}
+
+/** --response-format: json_object, or a file holding a JSON schema. */
+async function responseFormat(value: string): Promise<Record<string, unknown>> {
+  if (value === 'json_object') return { type: 'json_object' };
+  let schema: unknown;
+  try {
+    schema = JSON.parse(await readFile(value, 'utf8'));
+  } catch (error) {
+    throw new UsageError(`--response-format: expected json_object or a JSON schema file, ${(error as Error).message}`);
+  }
+  return { type: 'json_schema', json_schema: { name: 'bench', schema, strict: true } };
 }
 
 /** `bench --openai …`: a concurrency sweep of a running server's OpenAI routes. */
@@ -46,6 +60,8 @@ export async function runOpenAiBench(archive: string | undefined, options: OpenA
       maxTokens: maxTokensRange(options.maxTokens),
       distribution: options.tokenDistribution,
       prompt: options.prompt,
+      ...(options.systemPrompt !== undefined ? { systemPrompt: options.systemPrompt } : {}),
+      ...(options.responseFormat !== undefined ? { responseFormat: await responseFormat(options.responseFormat) } : {}),
       warmupMs: durationOption(options.warmup, '--warmup') / 1000,
       durationMs: durationOption(options.duration, '--duration') / 1000,
       seed: 1,

@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { booleanOption, commaList, fractionOption, integerOption } from './options.js';
-import type { ImportCommandOptions } from './import.js';
+import type { ExportCommandOptions, ImportCommandOptions } from './import.js';
 import type { PackCommandOptions } from './pack.js';
 import { ARCHIVE_FORMATS } from '../archive/format.js';
 import { MODEL_PRECISIONS } from '../archive/manifest.js';
@@ -109,12 +109,15 @@ export function registerModelArchive(program: Command): void {
 
   archive
     .command('import')
-    .description("rewrite an archive torch-model-archiver made (ONNX model) into batchserve's, saying what differs")
-    .argument('<archive>', "TorchServe's .mar file or folder")
+    .description(
+      "rewrite an archive torch-model-archiver made (ONNX model), or a Triton model folder, into batchserve's, saying what differs",
+    )
+    .argument('<archive>', "TorchServe's .mar file or folder, or a Triton model folder (config.pbtxt, 1/model.onnx)")
     .option('--export-path <dir>', 'where to write the archive', '.')
     .option('--handler <name|file>', "what replaces TorchServe's handler (required when it is a Python file)")
     .option('--config-file <path>', "a batchserve model-config.yaml instead of what TorchServe's config maps onto")
-    .option('--model-name <name>', "default: the manifest's modelName")
+    .option('--model-name <name>', "default: the manifest's modelName (Triton: the folder's name)")
+    .option('--version <n>', 'Triton model folder: the version folder to import (default: the highest)')
     .addOption(
       new Option('--archive-format <format>', 'zip, zip-store (no compression) or dir')
         .choices(ARCHIVE_FORMATS)
@@ -124,6 +127,18 @@ export function registerModelArchive(program: Command): void {
     .action(async (location: string, options: ImportCommandOptions) => {
       const { runImport } = await import('./import.js');
       await runImport(location, options);
+    });
+
+  archive
+    .command('export')
+    .description('write an archive as a Triton model folder (config.pbtxt, <version>/model.onnx), saying what differs')
+    .argument('<archive>', 'a batchserve .mar file or archive folder')
+    .option('--triton', 'a Triton model folder, in --export-path as in a Triton model repository', false)
+    .option('--export-path <dir>', 'the model repository to write the model folder into', '.')
+    .option('-f, --force', 'replace an existing model folder', false)
+    .action(async (location: string, options: ExportCommandOptions) => {
+      const { runExport } = await import('./import.js');
+      await runExport(location, options);
     });
 
   archive

@@ -45,6 +45,25 @@ export function registerServe(program: Command): void {
     )
     .addOption(
       flag(
+        '--model-repository <dir>',
+        'a Triton model repository served as it is: <model>/config.pbtxt and numbered version folders holding model.onnx (docs/triton.md); never written to',
+      ),
+    )
+    .addOption(
+      flag(
+        '--load-model <name...>',
+        "with --model-control-mode explicit, the repository's models loaded at start (comma-separated or repeated; * for all)",
+        commaList,
+      ),
+    )
+    .addOption(
+      flag(
+        '--repository-poll-secs <seconds>',
+        'with --model-control-mode poll, how often the model repository is read again (default 15)',
+      ),
+    )
+    .addOption(
+      flag(
         '--model-name <name>',
         "serve the store's one model (all its versions) under this name instead of the archive's; needs --models all",
       ),
@@ -126,7 +145,12 @@ export function registerServe(program: Command): void {
     .addOption(
       flag(
         '--model-control <mode>',
-        'v2 repository load/unload on the inference port: explicit (with the management token) or none (default explicit)',
+        'v2 repository load/unload on the inference port: explicit (with the management token), none, or poll (a --model-repository read again every --repository-poll-secs); default none with --model-repository, else explicit',
+      ),
+    )
+    .addOption(
+      flag('--model-control-mode <mode>', "Triton's spelling of --model-control: none, poll or explicit").conflicts(
+        'modelControl',
       ),
     )
     .addHelpText('after', ENVIRONMENT_HELP)

@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, realpath } from 'node:fs/promises';
+import { basename, delimiter, join } from 'node:path';
 import { InputFileError, UsageError } from '../core/errors.js';
 import { hasServingNodeFlags, SERVING_NODE_FLAGS } from '../core/serving-node-flags.js';
 import { readConfigFile } from '../config/load.js';
@@ -13,6 +14,9 @@ export interface ServeCommandOptions {
   config?: string;
   models?: string[];
   modelStore?: string;
+  modelRepository?: string;
+  loadModel?: string[];
+  repositoryPollSecs?: string;
   modelName?: string;
   workDir?: string;
   host?: string;
@@ -42,6 +46,7 @@ export interface ServeCommandOptions {
   stateFile?: string;
   predictionLog?: string;
   modelControl?: string;
+  modelControlMode?: string;
 }
 
 /**
@@ -58,9 +63,9 @@ const fromFlags: OptionOrigin = (key) => ({
 /** Runs until SIGTERM/SIGINT, then drains; resolves with the exit code. */
 export async function runServe(options: ServeCommandOptions, origin: OptionOrigin = fromFlags): Promise<number> {
   const { config, propertyWarnings } = await resolveConfig(options, origin);
-  if (config.models.length === 0) {
+  if (config.models.length === 0 && config.model_repository === undefined) {
     throw new UsageError(
-      'nothing to serve: pass --models name=path.mar, or --model-store DIR --models all (a model store that is one archive needs no --models)',
+      'nothing to serve: pass --models name=path.mar, --model-store DIR --models all (a model store that is one archive needs no --models), or --model-repository DIR (a Triton model repository)',
     );
   }
   const server = await startServer({ config });
@@ -78,7 +83,8 @@ export async function runServe(options: ServeCommandOptions, origin: OptionOrigi
     process.once('SIGINT', () => resolve('SIGINT'));
   });
   const json = config.startup_format === 'json' || (config.startup_format === 'auto' && !process.stdout.isTTY);
-  process.stdout.write(json ? renderStartupLine(server, config) : renderStartupBlock(server, config));
+  const startup = { batchserve: await batchserveCommand() };
+  process.stdout.write(json ? renderStartupLine(server, config, startup) : renderStartupBlock(server, config, startup));
   const signal = await stopped;
   const timeoutMs = config.drain_timeout / 1000;
   server.logger.info({ signal, timeoutMs }, 'draining: readiness is false, answering admitted requests');
@@ -146,6 +152,18 @@ async function resolveConfig(
   if (options.stateFile) flags.state_file = options.stateFile;
   if (options.predictionLog) flags.prediction_log = options.predictionLog;
   if (options.modelControl) flags.model_control = options.modelControl;
+  if (options.modelControlMode) flags.model_control = options.modelControlMode;
+  if (options.modelRepository) flags.model_repository = options.modelRepository;
+  if (options.loadModel) flags.load_model = options.loadModel;
+  if (options.repositoryPollSecs !== undefined) {
+    const seconds = Number(options.repositoryPollSecs);
+    if (options.repositoryPollSecs.trim() === '' || !Number.isFinite(seconds)) {
+      throw new UsageError(
+        `${name('repositoryPollSecs')}: expected a number of seconds, got "${options.repositoryPollSecs}"`,
+      );
+    }
+    flags.repository_poll_secs = seconds;
+  }
   const fileAuth = { ...(properties?.config.auth as object), ...(fromFile.auth ?? {}) } as Record<string, unknown>;
   const authEnabled = options.auth ? authFromEnv() : false;
   const auth = {
@@ -187,4 +205,18 @@ function authFromEnv(): boolean | undefined {
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
   throw new UsageError(`BATCHSERVE_AUTH: expected true or false, got "${value}"`);
+}
+
+/**
+ * How the commands the start-up block offers run batchserve again: `batchserve` where that
+ * name on PATH is this bin (npm link, npm install -g, the image), else `node` and the bin's path.
+ */
+async function batchserveCommand(): Promise<string> {
+  const bin = process.argv[1];
+  const self = bin === undefined ? undefined : await realpath(bin).catch(() => undefined);
+  if (self === undefined || basename(self) !== 'batchserve.js') return 'batchserve';
+  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
+    if ((await realpath(join(dir, 'batchserve')).catch(() => undefined)) === self) return 'batchserve';
+  }
+  return /^[\w./:-]+$/.test(self) ? `node ${self}` : `node '${self.replaceAll("'", "'\\''")}'`;
 }

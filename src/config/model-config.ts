@@ -53,6 +53,18 @@ const tensorSpec = (what: string): FieldSpec => ({
       },
       description: 'Full shape including the batch dimension (first, -1 when the model batches).',
     },
+    reshape: {
+      kind: 'array',
+      minItems: 0,
+      items: {
+        kind: 'integer',
+        min: -1,
+        max: MODEL_CONFIG_LIMITS.dimension,
+        description: 'A dimension; -1 when variable.',
+      },
+      description:
+        "The shape the model itself has, when requests send (and answers carry) `shape` instead: Triton's `reshape`, the batch dimension included as in `shape`. The data is the same, only its shape changes.",
+    },
   },
 });
 
@@ -124,6 +136,12 @@ export const modelConfigSchema = {
           max: 16,
           default: 1,
           description: 'Number of priority levels; level 1 is served first.',
+        },
+        default_priority_level: {
+          kind: 'integer',
+          min: 1,
+          max: 16,
+          description: 'The level of a request that names no priority; default: the last level (`priority_levels`).',
         },
       },
     },
@@ -470,6 +488,13 @@ export const modelConfigSchema = {
           description:
             "Bytes the running sequences' key/value caches may come to hold, padding included; a sequence joins only when its batch's can still fit (default: a quarter of the machine's memory).",
         },
+        prefix_cache_bytes: {
+          kind: 'integer',
+          min: 0,
+          max: 2 ** 50,
+          description:
+            'Bytes of key/value cache kept for prompt prefixes already read (a system prompt, a shared document), so a prompt that starts the same way reads only what follows; 0 turns it off (default: a quarter of kv_cache_bytes). Decoders batched with padding only.',
+        },
         max_context: {
           kind: 'integer',
           min: 2,
@@ -512,6 +537,7 @@ export interface DynamicBatchingConfig {
   /** Microseconds; 0 = no timeout. */
   readonly default_timeout: number;
   readonly priority_levels: number;
+  readonly default_priority_level?: number;
 }
 
 export interface InstanceGroup {
@@ -552,6 +578,7 @@ export interface GenerationOptions {
   readonly max_tokens_per_step: number;
   readonly max_total_tokens: number;
   readonly kv_cache_bytes?: number;
+  readonly prefix_cache_bytes?: number;
   readonly max_context?: number;
   readonly max_new_tokens: number;
   readonly max_waiting: number;
@@ -654,6 +681,7 @@ function crossFieldProblems(config: ModelConfig): string[] {
       if (tensor.shape?.some((dim) => dim === 0)) {
         problems.push(`${key}[${index}].shape: dimensions must be -1 or positive, got [${tensor.shape.join(', ')}]`);
       }
+      problems.push(...reshapeProblems(tensor, `${key}[${index}]`));
       if (config.max_batch_size !== undefined && config.max_batch_size > 0) {
         const first = tensor.shape?.[0];
         if (first === undefined) {
@@ -667,6 +695,11 @@ function crossFieldProblems(config: ModelConfig): string[] {
     });
   }
   const { max_batch_size: maxBatch, dynamic_batching: batching } = config;
+  if (batching.default_priority_level !== undefined && batching.default_priority_level > batching.priority_levels) {
+    problems.push(
+      `dynamic_batching.default_priority_level: ${batching.default_priority_level} is past priority_levels (${batching.priority_levels})`,
+    );
+  }
   if (maxBatch !== undefined) {
     batching.preferred_batch_sizes.forEach((size, index) => {
       if (size > maxBatch) {
@@ -680,4 +713,27 @@ function crossFieldProblems(config: ModelConfig): string[] {
     problems.push('image_classifier: mean and std must have one value per channel each');
   }
   return problems;
+}
+
+/**
+ * A reshape changes the shape, never the data: the same element count when both are fixed,
+ * the batch dimension where `shape` has it, and at most one variable dimension besides it
+ * (found from the other's elements).
+ */
+function reshapeProblems(tensor: TensorSpec, where: string): string[] {
+  const { shape, reshape } = tensor;
+  if (reshape === undefined || shape === undefined) return [];
+  const batched = shape[0] === -1;
+  if (batched && reshape[0] !== -1) return [`${where}.reshape: must keep the batch dimension first, as -1`];
+  const rest = (dims: readonly number[]): readonly number[] => (batched ? dims.slice(1) : dims);
+  if (rest(reshape).some((dim) => dim === 0)) return [`${where}.reshape: dimensions must be -1 or positive`];
+  const variable = rest(reshape).filter((dim) => dim === -1).length;
+  if (variable > 1) return [`${where}.reshape: at most one variable dimension besides the batch`];
+  const elements = (dims: readonly number[]): number => dims.reduce((product, dim) => product * dim, 1);
+  if (variable === 0 && !rest(shape).includes(-1) && elements(rest(shape)) !== elements(rest(reshape))) {
+    return [
+      `${where}.reshape: [${reshape.join(', ')}] holds ${elements(rest(reshape))} elements a row, shape [${shape.join(', ')}] ${elements(rest(shape))}`,
+    ];
+  }
+  return [];
 }

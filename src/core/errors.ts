@@ -131,6 +131,30 @@ export class ConfigInvalidError extends BatchserveError {
   }
 }
 
+/**
+ * A Triton model folder whose config.pbtxt asks for what batchserve cannot do (another
+ * backend, a Python model, sequence batching…): that model is refused, naming the field.
+ */
+export class TritonConfigUnsupportedError extends BatchserveError {
+  static override readonly code = 'BS_ERR_TRITON_CONFIG_UNSUPPORTED';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof TritonConfigUnsupportedError.code;
+  readonly problems: readonly string[];
+
+  /** `source` names the config.pbtxt; each problem is `field: why`. */
+  constructor(source: string, problems: readonly string[]) {
+    const more =
+      problems.length > 1
+        ? ` (and ${problems
+            .slice(1)
+            .map((problem) => problem.split(':')[0])
+            .join(', ')})`
+        : '';
+    super(`${source}: ${problems[0] ?? 'unsupported'}${more}`);
+    this.problems = problems;
+  }
+}
+
 export class ModelSignatureMismatchError extends BatchserveError {
   static override readonly code = 'BS_ERR_MODEL_SIGNATURE_MISMATCH';
   static override readonly httpStatus = 400;
@@ -468,6 +492,7 @@ export const errorClasses = [
   ArchiveMissingFileError,
   ArchiveIntegrityError,
   ConfigInvalidError,
+  TritonConfigUnsupportedError,
   ModelSignatureMismatchError,
   ModelLoadError,
   HandlerInvalidError,

@@ -7,6 +7,11 @@ export interface TensorSpec {
   readonly name: string;
   readonly datatype: Datatype;
   readonly shape: readonly number[];
+  /**
+   * The shape the model itself takes or gives, when it differs from `shape` (what requests send
+   * and answers carry): Triton's `reshape`. Same element count; the batch dimension first as in `shape`.
+   */
+  readonly reshape?: readonly number[];
 }
 
 export type { NumericData, TensorData } from './datatypes.js';

@@ -18,10 +18,11 @@ export const tensorHandler: Handler = {
     );
   },
   async inference(inputs, { session, config }) {
-    return session.run(
-      inputs,
+    const outputs = await session.run(
+      reshapeInputs(inputs, config.inputs),
       config.outputs.map((output) => output.name),
     );
+    return reshapeOutputs(outputs, config.outputs);
   },
   postprocess(outputs, requests) {
     return splitOutputs(outputs, requests);
@@ -38,6 +39,37 @@ export function requestTensors(request: HandlerRequest<ort.Tensor>, { config }: 
   const tensors = tensorsFromJsonBody(request.body, config.inputs);
   checkRequestTensors(fromOrtTensors(tensors), config.inputs);
   return tensors;
+}
+
+/** Inputs whose spec has a reshape, given the model's shape (Triton's `reshape`): same data, new dims. */
+function reshapeInputs(inputs: TensorMap, specs: readonly TensorSpec[]): TensorMap {
+  if (!specs.some((spec) => spec.reshape)) return inputs;
+  const reshaped: TensorMap = { ...inputs };
+  for (const spec of specs) {
+    const tensor = inputs[spec.name];
+    if (spec.reshape && tensor) reshaped[spec.name] = withDims(tensor, spec.reshape, spec.shape[0] === -1);
+  }
+  return reshaped;
+}
+
+/** Outputs whose spec has a reshape, given back in the spec's `shape`. */
+function reshapeOutputs(outputs: TensorMap, specs: readonly TensorSpec[]): TensorMap {
+  if (!specs.some((spec) => spec.reshape)) return outputs;
+  const reshaped: TensorMap = { ...outputs };
+  for (const spec of specs) {
+    const tensor = outputs[spec.name];
+    if (spec.reshape && tensor) reshaped[spec.name] = withDims(tensor, spec.shape, spec.shape[0] === -1);
+  }
+  return reshaped;
+}
+
+/** The tensor's data under `shape`: the rows kept when batched, one -1 found from the element count. */
+function withDims(tensor: ort.Tensor, shape: readonly number[], batched: boolean): ort.Tensor {
+  const dims = shape.map((dim, axis) => (batched && axis === 0 ? (tensor.dims[0] ?? 1) : dim));
+  const known = dims.reduce((product, dim) => (dim === -1 ? product : product * dim), 1);
+  const free = dims.indexOf(-1);
+  if (free !== -1) dims[free] = known === 0 ? 0 : tensor.size / known;
+  return new ort.Tensor(tensor.type, tensor.data, dims);
 }
 
 export function stackRequests(perRequest: readonly TensorMap[], { config }: HandlerContext): TensorMap {

@@ -253,8 +253,20 @@ export class ServerMetrics {
   });
   readonly #cacheBytes = new Gauge({
     name: 'batchserve_kv_cache_bytes',
-    help: "A generative model's key/value caches by state: used, what its running batches hold now, padding included; reserved, what they may come to hold before their sequences end, which admission keeps within generation.kv_cache_bytes, in bytes.",
+    help: "A generative model's key/value caches by state: used, what its running batches hold now, padding included; reserved, what they may come to hold before their sequences end, which admission keeps within generation.kv_cache_bytes; prefix, the cached prompt prefixes, in bytes.",
     labelNames: ['model', 'version', 'state'],
+    registers: [this.registry],
+  });
+  readonly #prefixSequences = new Counter({
+    name: 'batchserve_prefix_cache_hits_total',
+    help: 'Generated sequences that started from a cached prompt prefix instead of reading their whole prompt, in sequences.',
+    labelNames: ['model', 'version'],
+    registers: [this.registry],
+  });
+  readonly #prefixTokens = new Counter({
+    name: 'batchserve_prefix_cache_tokens_total',
+    help: 'Prompt tokens taken from the prefix cache instead of read again, in tokens.',
+    labelNames: ['model', 'version'],
     registers: [this.registry],
   });
   readonly #feedback = new Counter({
@@ -320,9 +332,16 @@ export class ServerMetrics {
     this.#activeSequences.labels(model, version).set(active);
   }
 
-  setCacheBytes(model: string, version: string, used: number, reserved: number): void {
+  setCacheBytes(model: string, version: string, used: number, reserved: number, prefix: number): void {
     this.#cacheBytes.labels(model, version, 'used').set(used);
     this.#cacheBytes.labels(model, version, 'reserved').set(reserved);
+    this.#cacheBytes.labels(model, version, 'prefix').set(prefix);
+  }
+
+  /** Sequences that started from a cached prompt prefix, and the prompt tokens they did not read. */
+  prefixReused(model: string, version: string, sequences: number, tokens: number): void {
+    this.#prefixSequences.labels(model, version).inc(sequences);
+    this.#prefixTokens.labels(model, version).inc(tokens);
   }
 
   /** A request refused with 503 before it ran; `code` says why. */
@@ -393,6 +412,9 @@ export class ServerMetrics {
     this.#activeSequences.remove(model, version);
     this.#cacheBytes.remove(model, version, 'used');
     this.#cacheBytes.remove(model, version, 'reserved');
+    this.#cacheBytes.remove(model, version, 'prefix');
+    this.#prefixSequences.remove(model, version);
+    this.#prefixTokens.remove(model, version);
     if (series.loadDevice !== undefined) this.#modelLoad.remove(model, version, series.loadDevice);
     for (const gauge of Object.values(this.#batchingGauges)) gauge.remove(model, version);
     this.#cache.bytes.remove(model, version);

@@ -23,6 +23,9 @@ import { WorkerInstance } from '../runtime/worker-instance.js';
 import { LoadedModel, type LoadedModelParts } from './loaded-model.js';
 import type { ModelLookup } from '../pipeline/model-step.js';
 import { openPipeline } from '../pipeline/open-pipeline.js';
+import type { ArchiveManifest } from '../archive/manifest.js';
+import { isTritonVersionFolder } from './triton-repository.js';
+import { openTritonVersion, type TritonSource } from '../archive/triton-folder.js';
 
 export interface LoadOptions {
   /** Where archives are extracted while served. */
@@ -50,11 +53,15 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
   const workDir = await mkdtemp(join(options.workRoot, `${basename(archivePath).replace(/[^\w.-]/g, '_')}-`));
   const instances: ServingInstance[] = [];
   try {
-    const modelDir = join(workDir, 'model');
-    await unpackArchive(archivePath, modelDir);
-    const source = await openArchive(modelDir);
-    const { manifest, config: storedConfig } = await readArchiveContents(source).finally(() => source.close());
-    const configSource = `${archivePath}!${manifest.model.configFile}`;
+    // A Triton version folder is served in place; an archive is extracted into the work folder.
+    const { modelDir, manifest, storedConfig, configSource, triton, differences } = (await isTritonVersionFolder(
+      archivePath,
+    ))
+      ? await openTritonFolder(archivePath)
+      : await extractArchive(archivePath, join(workDir, 'model'));
+    for (const difference of differences ?? []) {
+      options.logger?.info({ model: manifest.model.modelName, version: manifest.model.modelVersion }, difference);
+    }
     const machineProblems = machineLimitProblems(storedConfig);
     if (machineProblems.length > 0) throw new ConfigInvalidError(configSource, machineProblems);
     const labels = storedConfig.labels_file
@@ -76,7 +83,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
     const name = options.name ?? manifest.model.modelName;
     const version = options.version ?? manifest.model.modelVersion;
     if (storedConfig.pipeline) {
-      const where = { name, version, archivePath, manifest, labels, workDir, started };
+      const where = { name, version, archivePath, manifest, labels, workDir, modelDir, started, triton };
       return await loadPipeline(storedConfig, configSource, where, options);
     }
     const handler = isBuiltinHandler(manifest.model.handler)
@@ -165,6 +172,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       deviceNotes,
       loadSeconds: Number(process.hrtime.bigint() - started) / 1e9,
       metrics: options.metrics,
+      triton,
       ...(generator ? { generator } : {}),
       ...(options.logger ? { logger: options.logger } : {}),
     });
@@ -181,20 +189,46 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
   }
 }
 
-type ArchiveParts = Pick<LoadedModelParts, 'name' | 'version' | 'archivePath' | 'manifest' | 'labels' | 'workDir'>;
+/** What the loader reads of a model before opening it: an extracted archive, or a Triton folder as it is. */
+interface OpenedModel {
+  readonly modelDir: string;
+  readonly manifest: ArchiveManifest;
+  readonly storedConfig: ModelConfig;
+  readonly configSource: string;
+  readonly triton?: TritonSource;
+  /** A Triton folder's config fields served otherwise than Triton would, one sentence each. */
+  readonly differences?: readonly string[];
+}
+
+async function extractArchive(archivePath: string, modelDir: string): Promise<OpenedModel> {
+  await unpackArchive(archivePath, modelDir);
+  const source = await openArchive(modelDir);
+  const { manifest, config } = await readArchiveContents(source).finally(() => source.close());
+  return { modelDir, manifest, storedConfig: config, configSource: `${archivePath}!${manifest.model.configFile}` };
+}
+
+async function openTritonFolder(versionPath: string): Promise<OpenedModel> {
+  const { modelDir, manifest, config, configSource, triton, differences } = await openTritonVersion(versionPath);
+  return { modelDir, manifest, storedConfig: config, configSource, triton, differences };
+}
+
+type ArchiveParts = Pick<
+  LoadedModelParts,
+  'name' | 'version' | 'archivePath' | 'manifest' | 'labels' | 'workDir' | 'triton'
+>;
 
 /** A pipeline archive: no sessions; its instances run the steps against the models loaded now. */
 async function loadPipeline(
   storedConfig: ModelConfig,
   configSource: string,
-  { started, ...archive }: ArchiveParts & { started: bigint },
+  { started, modelDir, ...archive }: ArchiveParts & { started: bigint; modelDir: string },
   options: LoadOptions,
 ): Promise<LoadedModel> {
   if (!options.lookup) throw new ModelLoadError(`${archive.archivePath} is a pipeline; only a server loads pipelines`);
   const pipeline = await openPipeline({
     name: archive.name,
     version: archive.version,
-    dir: join(archive.workDir, 'model'),
+    dir: modelDir,
     config: storedConfig,
     configSource,
     lookup: options.lookup,
@@ -234,7 +268,8 @@ function startGenerator(
       firstToken: (seconds) => metrics.firstToken(name, version, seconds),
       nextToken: (seconds) => metrics.nextToken(name, version, seconds),
       activeChanged: (active) => metrics.setActiveSequences(name, version, active),
-      cacheBytes: (used, reserved) => metrics.setCacheBytes(name, version, used, reserved),
+      cacheBytes: (used, reserved, prefix) => metrics.setCacheBytes(name, version, used, reserved, prefix),
+      prefixReused: (sequences, tokens) => metrics.prefixReused(name, version, sequences, tokens),
     },
   );
 }

@@ -23,6 +23,7 @@ import { calibrateCost } from './calibrate-cost.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import type { HandlerRequest } from '../core/request.js';
+import type { TritonSource } from '../archive/triton-folder.js';
 
 /** A live change of batching: `maxQueueDelayUs` is a delay, or `auto`. */
 export interface BatchingChange {
@@ -46,6 +47,8 @@ export interface LoadedModelParts {
   readonly createInstance: InstanceFactory;
   /** The extracted archive, removed on unload. */
   readonly workDir: string;
+  /** Set for a version of a Triton repository's model: its config.pbtxt and what it says beyond model-config.yaml. */
+  readonly triton?: TritonSource | undefined;
   /** What `auto` devices picked and why, one line per instance. */
   readonly deviceNotes: readonly string[];
   readonly loadSeconds: number;
@@ -78,6 +81,7 @@ export class LoadedModel {
   readonly stats: ModelStatistics;
   readonly loadedAt = new Date();
   readonly generator: Generator | undefined;
+  readonly triton: TritonSource | undefined;
   #currentConfig: CompleteModelConfig;
   #currentSignature: ModelSignature;
   #instanceList: ServingInstance[];
@@ -102,6 +106,7 @@ export class LoadedModel {
     this.labels = parts.labels;
     this.loadSeconds = parts.loadSeconds;
     this.deviceNotes = parts.deviceNotes;
+    this.triton = parts.triton;
     this.generator = parts.generator?.(() => this.#instanceList);
     this.#currentConfig = parts.config;
     this.#currentSignature = signatureOf(parts.config);
@@ -442,5 +447,6 @@ export function policyOf(config: CompleteModelConfig): BatchingPolicy {
     maxQueueSize: batching.max_queue_size,
     defaultTimeoutUs: batching.default_timeout,
     priorityLevels: batching.priority_levels,
+    ...(batching.default_priority_level !== undefined ? { defaultPriorityLevel: batching.default_priority_level } : {}),
   };
 }

@@ -1,6 +1,13 @@
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { ModelConflictError, ModelInUseError, ModelNotFoundError, VersionPolicyError } from '../core/errors.js';
+import type { BatchserveError } from '../core/errors.js';
+import {
+  ModelConflictError,
+  ModelInUseError,
+  ModelNotFoundError,
+  PipelineInvalidError,
+  VersionPolicyError,
+} from '../core/errors.js';
 import { quoted } from '../core/quote.js';
 import { isModelStep } from '../config/pipeline-config.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
@@ -9,6 +16,7 @@ import { loadModelArchive } from './load-archive.js';
 import type { LoadedModel } from './loaded-model.js';
 import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity, type StoreCatalog } from './store-catalog.js';
 import { compareVersions, describeVersionPolicy, selectVersions } from './version-policy.js';
+import { readTritonRepository } from './triton-repository.js';
 
 export interface RepositoryOptions {
   readonly workRoot: string;
@@ -25,6 +33,18 @@ export interface RepositoryOptions {
   readonly device?: string;
   /** Per model name; its `version_policy` decides which versions may be loaded. */
   readonly policies?: Readonly<Record<string, ModelPolicy>>;
+  /**
+   * A Triton model repository (`serve --model-repository`), offered in place of a model store:
+   * its models' version folders, under each config.pbtxt's version policy.
+   */
+  readonly tritonRepository?: string;
+}
+
+/** What one poll of a Triton repository changed. */
+export interface TritonPollReport {
+  readonly loaded: { name: string; version: string }[];
+  readonly unloaded: { name: string; version: string }[];
+  readonly failed: { name: string; message: string }[];
 }
 
 export interface RepositoryIndexEntry {
@@ -43,6 +63,10 @@ export class ModelRepository {
   readonly #configuredDefaults = new Map<string, string>();
   readonly #loading = new Set<string>();
   readonly #failures = new Map<string, string>();
+  /** Each Triton model's version_policy, as its config.pbtxt said at the last read. */
+  readonly #tritonPolicies = new Map<string, VersionPolicy>();
+  /** By version folder: what its config and model file were when it loaded (a change reloads it). */
+  readonly #fingerprints = new Map<string, string>();
   readonly #options: RepositoryOptions;
 
   constructor(options: RepositoryOptions) {
@@ -53,8 +77,13 @@ export class ModelRepository {
     return this.#options.modelStore;
   }
 
+  get tritonRepository(): string | undefined {
+    return this.#options.tritonRepository;
+  }
+
+  /** server.yaml's policy for the model, else its config.pbtxt's (Triton repository), else none (all). */
   versionPolicy(name: string): VersionPolicy | undefined {
-    return this.#options.policies?.[name]?.version_policy;
+    return this.#options.policies?.[name]?.version_policy ?? this.#tritonPolicies.get(name);
   }
 
   /**
@@ -104,6 +133,7 @@ export class ModelRepository {
         if (successor) this.#defaults.set(model.name, successor.version);
       }
       this.#failures.delete(key);
+      if (identity.fingerprint !== undefined) this.#fingerprints.set(key, identity.fingerprint);
       return model;
     } catch (error) {
       // "Already loaded" says nothing of the archive, and would outlive the version it names.
@@ -142,8 +172,13 @@ export class ModelRepository {
     }
   }
 
-  /** The model store's archives by manifest (under `storeModelName` when set); empty without a store. */
+  /**
+   * The model store's archives by manifest (under `storeModelName` when set), or the Triton
+   * repository's version folders (a model whose config cannot be served is unreadable, and
+   * so offers none); empty without either.
+   */
   async storeCatalog(): Promise<StoreCatalog> {
+    if (this.#options.tritonRepository !== undefined) return this.#tritonCatalog(this.#options.tritonRepository);
     const store = this.#options.modelStore;
     if (!store) return { archives: [], unreadable: [] };
     const catalog = await readStoreCatalog(store);
@@ -154,12 +189,34 @@ export class ModelRepository {
       : { ...catalog, archives: catalog.archives.map((archive) => ({ ...archive, name })) };
   }
 
+  async #tritonCatalog(repository: string): Promise<StoreCatalog> {
+    const folders = await readTritonRepository(repository);
+    const archives: ArchiveIdentity[] = [];
+    const unreadable: { path: string; error: BatchserveError }[] = [];
+    for (const folder of folders) {
+      if (folder.error) {
+        unreadable.push({ path: folder.dir, error: folder.error });
+        this.#failures.set(resolve(folder.dir), folder.error.message);
+        continue;
+      }
+      this.#failures.delete(resolve(folder.dir));
+      this.#tritonPolicies.set(folder.name, folder.versionPolicy);
+      archives.push(...folder.versions);
+    }
+    archives.sort((a, b) => a.name.localeCompare(b.name) || compareVersions(a.version, b.version));
+    return { archives, unreadable };
+  }
+
   /**
    * Loads, lowest first, every version of a model that the store offers, the policy keeps and
-   * is not loaded yet. ModelNotFoundError when the store has none and none is loaded.
+   * is not loaded yet; from a Triton repository, also drains the versions whose folders went
+   * or that the policy no longer keeps, and reloads those whose config or model file changed.
+   * ModelNotFoundError when the store has none and none is loaded.
    */
   async loadFromStore(name: string): Promise<LoadedModel[]> {
-    const offered = (await this.storeCatalog()).archives.filter((archive) => archive.name === name);
+    const catalog = await this.storeCatalog();
+    if (this.#options.tritonRepository !== undefined) return (await this.#syncTritonModel(name, catalog)).added;
+    const offered = catalog.archives.filter((archive) => archive.name === name);
     if (offered.length === 0) {
       if (this.has(name)) return [];
       const store = this.#options.modelStore;
@@ -178,6 +235,89 @@ export class ModelRepository {
       added.push(await this.load(archive.path, { keepDefault: serving, ...this.#storeName() }));
     }
     return added;
+  }
+
+  /**
+   * Makes the loaded versions of a Triton model what its folder holds now, as Triton's poll
+   * does: versions gone, or no longer kept by the policy, are drained and unloaded; changed
+   * ones reloaded; new ones the policy keeps loaded (each of them serving at once: the highest
+   * ready version answers requests that name none). A model whose folder went, or whose
+   * config can no longer be served, is unloaded whole; with an unreadable config that is the
+   * error thrown.
+   */
+  async #syncTritonModel(name: string, catalog: StoreCatalog): Promise<{ added: LoadedModel[]; removed: string[] }> {
+    const offered = catalog.archives.filter((archive) => archive.name === name);
+    const broken = catalog.unreadable.find(({ path }) => path.slice(path.lastIndexOf('/') + 1) === name);
+    const removed: string[] = [];
+    // The folder is the truth, as in Triton: a pipeline using a version that went fails its
+    // requests to that step until the version is back (a changed one is back at once).
+    const drain = async (version: string): Promise<void> => {
+      await this.unload(name, version, { force: true });
+      removed.push(version);
+    };
+    if (broken || offered.length === 0) {
+      for (const model of this.versions(name)) await drain(model.version);
+      if (broken) throw broken.error;
+      if (removed.length > 0) return { added: [], removed };
+      throw new ModelNotFoundError(
+        `no model ${quoted(name)} in the model repository ${this.#options.tritonRepository ?? ''}`,
+      );
+    }
+    const byVersion = new Map(offered.map((version) => [version.version, version]));
+    const { kept } = selectVersions(this.versionPolicy(name), byVersion.keys());
+    for (const model of this.versions(name)) {
+      const now = byVersion.get(model.version);
+      const changed = now !== undefined && this.#fingerprints.get(resolve(now.path)) !== now.fingerprint;
+      if (now === undefined || !kept.includes(model.version) || changed) await drain(model.version);
+    }
+    const added: LoadedModel[] = [];
+    for (const version of kept) {
+      if (this.peek(name, version)) continue;
+      added.push(await this.load((byVersion.get(version) as ArchiveIdentity).path));
+    }
+    return { added, removed };
+  }
+
+  /**
+   * Triton's poll: every model of the repository made what its folder holds now, and models
+   * whose folders went unloaded. An ensemble whose step models are not loaded yet is tried
+   * again while others load; one model's failure is reported and the others go on.
+   */
+  async pollTritonRepository(): Promise<TritonPollReport> {
+    const catalog = await this.storeCatalog();
+    const report: TritonPollReport = { loaded: [], unloaded: [], failed: [] };
+    let pending = [
+      ...new Set([
+        ...catalog.archives.map((archive) => archive.name),
+        ...catalog.unreadable.map(({ path }) => path.slice(path.lastIndexOf('/') + 1)),
+        ...this.list()
+          .filter((model) => model.triton !== undefined)
+          .map((model) => model.name),
+      ]),
+    ].sort();
+    while (pending.length > 0) {
+      const waiting: { name: string; error: unknown }[] = [];
+      for (const name of pending) {
+        const serving = this.has(name);
+        try {
+          const { added, removed } = await this.#syncTritonModel(name, catalog);
+          report.loaded.push(...added.map((model) => ({ name, version: model.version })));
+          report.unloaded.push(...removed.map((version) => ({ name, version })));
+        } catch (error) {
+          if (error instanceof ModelNotFoundError && !this.has(name)) continue;
+          // A refused config that served nothing stays in the index with its reason; said at start and at each load.
+          if (!serving && catalog.unreadable.some(({ error: unreadable }) => unreadable === error)) continue;
+          if (error instanceof PipelineInvalidError || error instanceof ModelInUseError) waiting.push({ name, error });
+          else report.failed.push({ name, message: error instanceof Error ? error.message : String(error) });
+        }
+      }
+      if (waiting.length === pending.length) {
+        for (const { name, error } of waiting) report.failed.push({ name, message: (error as Error).message });
+        break;
+      }
+      pending = waiting.map(({ name }) => name);
+    }
+    return report;
   }
 
   /** The name a store archive is loaded under: `storeModelName`, or the archive's own. */
@@ -254,6 +394,9 @@ export class ModelRepository {
     for (const chosen of [this.#defaults.get(name), this.#configuredDefaults.get(name)]) {
       if (chosen !== undefined && versions?.get(chosen)?.state === 'ready') return chosen;
     }
+    // A Triton repository's model answers with its highest ready version, as Triton does.
+    const triton = this.versions(name).filter((model) => model.triton !== undefined && model.state === 'ready');
+    if (triton.length > 0) return triton.at(-1)?.version;
     // A Map iterates in insertion order: the order the versions loaded.
     const loaded = [...(versions?.values() ?? [])];
     return (loaded.find((model) => model.state === 'ready') ?? loaded[0])?.version;

@@ -5,12 +5,15 @@ import { readManifest } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
 import { BatchserveError, InputFileError, ModelLoadError, ModelStoreReadOnlyError } from '../core/errors.js';
 import { compareVersions } from './version-policy.js';
+import { isTritonVersionFolder, readTritonVersion } from './triton-repository.js';
 
-/** An archive known by its manifest, without loading it. */
+/** An archive known by its manifest (or a Triton version folder by its place), without loading it. */
 export interface ArchiveIdentity {
   readonly path: string;
   readonly name: string;
   readonly version: string;
+  /** A Triton version's: changes with its config or model file. */
+  readonly fingerprint?: string;
 }
 
 export interface StoreCatalog {
@@ -25,6 +28,7 @@ export interface StoreCatalog {
  * BatchserveError only, as loading the archive would.
  */
 export async function readArchiveIdentity(path: string): Promise<ArchiveIdentity> {
+  if (await isTritonVersionFolder(path)) return readTritonVersion(path);
   try {
     const source = await openArchive(path);
     const manifest = await readManifest(source).finally(() => source.close());

@@ -1,5 +1,6 @@
 import ort from 'onnxruntime-node';
 import type { DecoderLayout } from './decoder-layout.js';
+import type { RowCache } from './prefix-cache.js';
 
 /** What a padded position feeds: any id the model has; its mask says it is not there. */
 const PAD_ID = 0;
@@ -47,6 +48,33 @@ export class BatchCache {
   static empty(layout: DecoderLayout, rows: number): BatchCache {
     const past = Array.from({ length: layout.layers.length * 2 }, () => new Float32Array(0));
     return new BatchCache(layout, rows, 0, past, new Uint8Array(0), new Int32Array(rows));
+  }
+
+  /** A batch of sequences that start from cached prefixes (a row of length 0 has none), right-aligned. */
+  static fromRows(layout: DecoderLayout, rows: readonly RowCache[]): BatchCache {
+    const lengths = Int32Array.from(rows, (row) => row.length);
+    const width = lengths.reduce((most, length) => Math.max(most, length), 0);
+    if (width === 0) return BatchCache.empty(layout, rows.length);
+    const { heads, headDim } = layout;
+    const past = Array.from(
+      { length: layout.layers.length * 2 },
+      () => new Float32Array(rows.length * heads * width * headDim),
+    );
+    const mask = new Uint8Array(rows.length * width);
+    rows.forEach(({ length, tensors }, r) => {
+      if (length === 0) return;
+      mask.fill(1, r * width + width - length, (r + 1) * width);
+      past.forEach((target, tensor) => {
+        const source = tensors[tensor] as Float32Array;
+        for (let h = 0; h < heads; h++) {
+          target.set(
+            source.subarray(h * length * headDim, (h + 1) * length * headDim),
+            ((r * heads + h) * width + width - length) * headDim,
+          );
+        }
+      });
+    });
+    return new BatchCache(layout, rows.length, width, past, mask, lengths);
   }
 
   /** Bytes its tensors hold, padding included. */
@@ -109,6 +137,29 @@ export class BatchCache {
       feeds[layer.past[1]] = new ort.Tensor('float32', this.#past[2 * index + 1] as Float32Array, dims);
     });
     return feeds;
+  }
+
+  /**
+   * A copy of row `row`'s real positions `from` to `to` (counted in real tokens, in order): per
+   * layer a key and a value, each [heads, to − from, head_dim].
+   */
+  slice(row: number, from: number, to: number): Float32Array[] {
+    const { heads, headDim } = this.layout;
+    const count = to - from;
+    const columns: number[] = [];
+    for (const [start, run] of realRuns(this.#mask, row, this.width)) {
+      for (let t = start; t < start + run; t++) columns.push(t);
+    }
+    return this.#past.map((source) => {
+      const target = new Float32Array(heads * count * headDim);
+      for (let h = 0; h < heads; h++) {
+        for (let k = 0; k < count; k++) {
+          const at = ((row * heads + h) * this.width + (columns[from + k] as number)) * headDim;
+          target.set(source.subarray(at, at + headDim), (h * count + k) * headDim);
+        }
+      }
+      return target;
+    });
   }
 
   /** The names a step fetches: the logits and every present. */

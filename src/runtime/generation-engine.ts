@@ -1,5 +1,11 @@
 import type ort from 'onnxruntime-node';
-import { InferenceFailedError, ModelNotReadyError, QueueFullError, RequestCancelledError } from '../core/errors.js';
+import {
+  InferenceFailedError,
+  InferenceInputError,
+  ModelNotReadyError,
+  QueueFullError,
+  RequestCancelledError,
+} from '../core/errors.js';
 import { mulberry32 } from '../core/random.js';
 import type { TextTokenizer } from '../handlers/text-tokens.js';
 import { BatchCache, type StepTokens } from './batch-cache.js';
@@ -7,7 +13,9 @@ import { cacheBytesPerToken, type DecoderLayout } from './decoder-layout.js';
 import { IncrementalDetokenizer } from './detokenizer.js';
 import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
 import type { DecoderBatching } from './padding-probe.js';
-import { pickToken } from './sampling.js';
+import { adjustLogits, logprobOf, pickToken, type TokenLogprob } from './sampling.js';
+import type { GrammarState, Grammars, ResponseFormat } from './grammar.js';
+import { PrefixCache, type PrefixHit } from './prefix-cache.js';
 import type { StepPacer } from './step-pacer.js';
 import { StepCostModel } from './step-cost.js';
 import { toWireError, type WireError } from './worker-protocol.js';
@@ -21,9 +29,23 @@ export interface GenerationSubmission {
   readonly topP: number;
   readonly stop: readonly string[];
   readonly seed: number;
+  readonly presencePenalty?: number;
+  readonly frequencyPenalty?: number;
+  readonly logitBias?: readonly (readonly [number, number])[];
+  /** Set to report each token's log probability and this many alternatives' (0: the token's alone). */
+  readonly logprobs?: number;
+  /** Set for an answer that must parse as JSON, and match a schema when it names one. */
+  readonly responseFormat?: ResponseFormat;
+  /**
+   * Answers to the same prompt (OpenAI's n), ids `id` to `id + choices − 1`, each with its own
+   * draw (seed + its index): the prompt is read once, and its cache copied to the others.
+   */
+  readonly choices?: number;
 }
 
 export type FinishReason = 'stop' | 'length';
+
+export type SequenceToken = readonly [id: number, text: string, logprob?: TokenLogprob & { readonly token: number }];
 
 export type SequenceEnd =
   | {
@@ -37,17 +59,27 @@ export type SequenceEnd =
 
 /** What one step did, sent to the requests' side once a step (or at once for a refusal). */
 export interface GenerationEvents {
-  /** Each sequence that took a token: its id and the text that became final (often ''). */
-  readonly tokens: readonly (readonly [number, string])[];
+  /**
+   * Each sequence that took a token: its id, the text that became final (often ''), and when
+   * asked, the token and its log probabilities.
+   */
+  readonly tokens: readonly SequenceToken[];
   readonly ended: readonly SequenceEnd[];
   readonly active: number;
   /** Bytes the running batches' caches hold now, padding included. */
   readonly usedBytes: number;
   /** Bytes they may come to hold before their sequences end: what admission counts. */
   readonly reservedBytes: number;
+  /** Sequences that started from a cached prefix since the last events, and the prompt tokens they did not read. */
+  readonly prefixHits: number;
+  readonly prefixTokens: number;
+  /** Bytes the prefix cache holds. */
+  readonly prefixBytes: number;
 }
 
 interface Sequence {
+  /** The submission's id, plus its choice for the second answer on. */
+  readonly id: number;
   readonly submission: GenerationSubmission;
   readonly random: () => number;
   /** The length of its longest stop string: how much new text is held back until it can't start one. */
@@ -57,6 +89,16 @@ interface Sequence {
   read: number;
   /** The token it took last: what its next step feeds once its prompt is read. */
   last: number;
+  /** The cached prefix it starts from, found when it was first weighed for admission. */
+  prefix: PrefixHit | undefined;
+  /** How often each token stands in its answer, for the presence and frequency penalties (none asked: undefined). */
+  readonly counts: Map<number, number> | undefined;
+  /** The last token's log probabilities, when asked, until its text goes out. */
+  logprob: SequenceToken[2];
+  /** Its response_format's grammar state: masks every token the answer may not take next. */
+  grammar: GrammarState | undefined;
+  /** The other answers to its prompt, held until it has read it (then they take copies of its row). */
+  siblings: Sequence[];
   generated: number;
   text: string;
   emitted: number;
@@ -90,11 +132,15 @@ export class GenerationEngine {
   #batches: RunningBatch[] = [];
   #turn = 0;
   readonly #cost = new StepCostModel();
+  /** Padded batching only: an equal-length batch's rows cannot start from prefixes of other lengths. */
+  readonly #prefixes: PrefixCache | undefined;
+  #prefixHits = 0;
+  #prefixTokens = 0;
   /** The step loop while it runs: resolved once it has nothing to do. */
   #loop: Promise<void> | undefined;
   #closed = false;
   readonly #bytesPerToken: number;
-  #tokens: [number, string][] = [];
+  #tokens: SequenceToken[] = [];
   #ended: SequenceEnd[] = [];
   #emit: (events: GenerationEvents) => void = () => undefined;
 
@@ -106,8 +152,18 @@ export class GenerationEngine {
     readonly batching: DecoderBatching,
     /** On the simulated device: holds each step to its cost. */
     private readonly pace?: StepPacer,
+    /** The tokenizer's grammars, for answers bound to a response_format (none: such requests are refused). */
+    readonly grammars?: Grammars,
   ) {
     this.#bytesPerToken = cacheBytesPerToken(layout);
+    this.#prefixes =
+      batching === 'padded' && options.prefix_cache_bytes > 0
+        ? new PrefixCache(options.prefix_cache_bytes, {
+            heads: layout.heads,
+            headDim: layout.headDim,
+            tensors: layout.layers.length * 2,
+          })
+        : undefined;
   }
 
   /** Where the events of every step go (one listener: the thread's link to the requests' side). */
@@ -118,26 +174,75 @@ export class GenerationEngine {
   /** Queues a sequence; its tokens and its end come back through the listener. */
   submit(submission: GenerationSubmission): void {
     const refusal = this.#refusal(submission);
+    const choices = submission.choices ?? 1;
     if (refusal) {
-      this.#ended.push({ id: submission.id, error: toWireError(refusal) });
+      for (let choice = 0; choice < choices; choice++) {
+        this.#ended.push({ id: submission.id + choice, error: toWireError(refusal) });
+      }
       this.#send();
       return;
     }
-    const sequence: Sequence = {
+    const all = Array.from({ length: choices }, (_, choice) => this.#sequence(submission, choice));
+    const [reader, ...siblings] = all as [Sequence, ...Sequence[]];
+    reader.siblings = siblings;
+    for (const sequence of all) this.#byId.set(sequence.id, sequence);
+    if (!submission.responseFormat) {
+      this.#queue(reader);
+      return;
+    }
+    // Compiling a schema takes a while the first time: the sequences wait for it, not the steps.
+    const { grammars } = this;
+    if (!grammars) {
+      for (const sequence of all)
+        this.#end(sequence, new InferenceInputError('"response_format" is not served by this model'));
+      this.#send();
+      return;
+    }
+    const format = submission.responseFormat;
+    Promise.all(all.map(() => grammars.state(format))).then(
+      (states) => {
+        all.forEach((sequence, index) => (sequence.grammar = states[index]));
+        if (reader.ended) for (const sequence of all) sequence.grammar?.dispose();
+        else if (reader.cancelled) {
+          for (const sequence of all) this.#end(sequence, new RequestCancelledError('the client went away'));
+          this.#send();
+        } else this.#queue(reader);
+      },
+      (error: unknown) => {
+        for (const sequence of all) {
+          if (!sequence.ended)
+            this.#end(sequence, error instanceof Error ? error : new InferenceFailedError(String(error)));
+        }
+        this.#send();
+      },
+    );
+  }
+
+  /** One answer of a submission: `choice` draws from its own stream. */
+  #sequence(submission: GenerationSubmission, choice: number): Sequence {
+    return {
+      id: submission.id + choice,
       submission,
-      random: mulberry32(submission.seed),
+      random: mulberry32(submission.seed + choice),
       longestStop: submission.stop.reduce((most, stop) => Math.max(most, stop.length), 0),
       detokenizer: new IncrementalDetokenizer(this.tokenizer, submission.promptIds),
       read: 0,
       last: 0,
+      prefix: undefined,
+      counts: submission.presencePenalty || submission.frequencyPenalty ? new Map() : undefined,
+      logprob: undefined,
+      grammar: undefined,
+      siblings: [],
       generated: 0,
       text: '',
       emitted: 0,
       ended: false,
       cancelled: false,
     };
+  }
+
+  #queue(sequence: Sequence): void {
     this.#waiting.push(sequence);
-    this.#byId.set(submission.id, sequence);
     this.#wake();
   }
 
@@ -147,6 +252,7 @@ export class GenerationEngine {
     if (!sequence || sequence.ended) return;
     sequence.cancelled = true;
     const index = this.#waiting.indexOf(sequence);
+    // Running: it ends at the next step; compiling its grammar: once that is done.
     if (index < 0) return;
     this.#waiting.splice(index, 1);
     this.#end(sequence, new RequestCancelledError('the client went away'));
@@ -157,9 +263,7 @@ export class GenerationEngine {
   close(): Promise<void> {
     this.#closed = true;
     const error = new ModelNotReadyError('the model was unloaded while generating');
-    for (const sequence of [...this.#waiting, ...this.#batches.flatMap((batch) => batch.sequences)]) {
-      if (!sequence.ended) this.#end(sequence, error);
-    }
+    for (const sequence of [...this.#byId.values()]) if (!sequence.ended) this.#end(sequence, error);
     this.#waiting.length = 0;
     this.#batches = [];
     this.#send();
@@ -170,6 +274,11 @@ export class GenerationEngine {
     if (this.#closed) return new ModelNotReadyError('the model is unloading');
     const never = sequenceRefusal(this.options, this.#bytesPerToken, submission.promptIds.length, submission.maxTokens);
     if (never) return never;
+    if ((submission.choices ?? 1) > this.#rowLimit) {
+      return new InferenceInputError(
+        `"n" ${submission.choices} is over the ${this.#rowLimit} sequences this model decodes together`,
+      );
+    }
     // Those that will join at the next step are not waiting: only the rest count.
     const rows = this.#batches.reduce((sum, batch) => sum + live(batch).length, 0);
     const places = Math.max(this.#rowLimit - rows, 0);
@@ -238,12 +347,12 @@ export class GenerationEngine {
       if (host) {
         host.cache = BatchCache.pack(this.layout, [
           { cache: host.cache, rows: liveRows(host) },
-          { cache: BatchCache.empty(this.layout, joining.length), rows: joining.map((_, row) => row) },
+          { cache: this.#startingCache(joining), rows: joining.map((_, row) => row) },
         ]);
         host.sequences = [...live(host), ...joining];
         next = host;
       } else {
-        next = { sequences: joining, cache: BatchCache.empty(this.layout, joining.length), decoding: false };
+        next = { sequences: joining, cache: this.#startingCache(joining), decoding: false };
         this.#batches.push(next);
       }
     }
@@ -278,10 +387,11 @@ export class GenerationEngine {
       const rows = live(batch).length;
       // The step: each running row feeds one token, padded to the longest prompt.
       if (!decodesOnly(batch) || !this.#stepPaddingPays(rows + read.rows, read.widest, rows + read.real)) continue;
-      // After it: every running row one token longer, every joiner its prompt long.
+      // After it: every running row one token longer, every joiner its whole prompt long.
       const running = liveRows(batch).map((row) => (batch.cache.lengths[row] as number) + 1);
-      const shape = shapeOf([...running, ...prompts]);
-      if (!this.#cachePaddingPays(shape, [shapeOf(running), read])) continue;
+      const joined = joining.map((sequence) => sequence.submission.promptIds.length);
+      const shape = shapeOf([...running, ...joined]);
+      if (!this.#cachePaddingPays(shape, [shapeOf(running), shapeOf(joined)])) continue;
       const padding = shape.rows * shape.widest - shape.real;
       if (padding < leastPadding) {
         host = batch;
@@ -289,6 +399,31 @@ export class GenerationEngine {
       }
     }
     return host;
+  }
+
+  /** Looks a waiting sequence's prompt up in the prefix cache, once: it then reads only what follows. */
+  #findPrefix(sequence: Sequence): void {
+    if (!this.#prefixes || sequence.prefix || sequence.read > 0) return;
+    const hit = this.#prefixes.lookup(sequence.submission.promptIds);
+    if (hit.tokens === 0) return;
+    sequence.prefix = hit;
+    sequence.read = hit.tokens;
+  }
+
+  /** The cache joining sequences start from: their cached prefixes, or nothing. */
+  #startingCache(joining: readonly Sequence[]): BatchCache {
+    const prefixes = this.#prefixes;
+    if (!prefixes || joining.every((sequence) => !sequence.prefix))
+      return BatchCache.empty(this.layout, joining.length);
+    return BatchCache.fromRows(
+      this.layout,
+      joining.map((sequence) => {
+        if (!sequence.prefix) return { length: 0, tensors: [] };
+        this.#prefixHits++;
+        this.#prefixTokens += sequence.prefix.tokens;
+        return prefixes.row(sequence.prefix);
+      }),
+    );
   }
 
   /** Rows a step may hold. */
@@ -312,9 +447,10 @@ export class GenerationEngine {
     const joining: Sequence[] = [];
     let promptBudget = options.max_tokens_per_step;
     for (const next of this.#waiting) {
+      this.#findPrefix(next);
       const prompt = next.submission.promptIds.length;
       if (this.batching === 'equal-length' && prompt !== length) continue;
-      if (rows + joining.length >= rowLimit) break;
+      if (rows + rowsOf(joining) + rowsOf([next]) > rowLimit) break;
       if (tokens + reservedTokens(next) > options.max_total_tokens) break;
       if (joining.length > 0 && prompt > promptBudget) break;
       // Prompts read in one step are padded to the longest: one much longer waits for the next.
@@ -347,10 +483,10 @@ export class GenerationEngine {
     }
     let tokens = 0;
     this.#batches.forEach((batch, index) => {
-      tokens += worstWidth(batch.cache.width, batches[index] as Sequence[]) * (batches[index] as Sequence[]).length;
+      tokens += worstWidth(batch.cache.width, batches[index] as Sequence[]) * rowsOf(batches[index] as Sequence[]);
     });
     const fresh = batches[this.#batches.length];
-    if (fresh) tokens += worstWidth(0, fresh) * fresh.length;
+    if (fresh) tokens += worstWidth(0, fresh) * rowsOf(fresh);
     return tokens * this.#bytesPerToken;
   }
 
@@ -389,27 +525,77 @@ export class GenerationEngine {
     const logits = outputs[this.layout.logits] as ort.Tensor;
     const [, fed = 1, vocab = 0] = logits.dims;
     const data = logits.data as Float32Array;
+    const rowLogits = (r: number): Float32Array => data.subarray((r * fed + fed - 1) * vocab, (r * fed + fed) * vocab);
+    // Each answer bound to a grammar may take only the tokens it allows next.
+    const masks: Promise<void>[] = [];
     rows.forEach((sequence, r) => {
-      const { length } = sequence.submission.promptIds;
-      if (sequence.read < length) sequence.read += (tokens[r] as StepTokens).length;
+      const done = sequence.read + (tokens[r] as StepTokens).length >= sequence.submission.promptIds.length;
+      if (sequence.grammar && done && !sequence.ended) masks.push(sequence.grammar.mask(rowLogits(r)));
+    });
+    await Promise.all(masks);
+    const forks: { row: number; siblings: Sequence[] }[] = [];
+    rows.forEach((sequence, r) => {
+      const { promptIds } = sequence.submission;
+      const { length } = promptIds;
+      if (sequence.read < length) {
+        sequence.read += (tokens[r] as StepTokens).length;
+        if (sequence.read === length) this.#prefixes?.insert(promptIds, (from, to) => batch.cache.slice(r, from, to));
+      }
       // A prompt not read to its end takes no token yet.
       if (sequence.ended || sequence.read < length) return;
-      try {
-        this.#advance(sequence, data.subarray((r * fed + fed - 1) * vocab, (r * fed + fed) * vocab));
-      } catch (error) {
-        // A tokenizer that cannot decode what the model chose fails that sequence, not the loop.
-        const message = error instanceof Error ? error.message : String(error);
-        this.#end(sequence, new InferenceFailedError(`generation failed: ${message}`));
+      const logits = rowLogits(r);
+      if (sequence.siblings.length > 0) {
+        // The other answers draw their first token from the same logits, before this one's
+        // penalties and bias change them, and take copies of its row.
+        const siblings = sequence.siblings.filter((sibling) => !this.#cancelledNow(sibling));
+        sequence.siblings = [];
+        for (const sibling of siblings) {
+          sibling.read = length;
+          this.#draw(sibling, logits.slice());
+        }
+        forks.push({ row: r, siblings });
       }
+      this.#draw(sequence, logits);
     });
+    if (forks.length > 0) {
+      batch.cache = BatchCache.pack(this.layout, [
+        {
+          cache: batch.cache,
+          rows: [...rows.keys(), ...forks.flatMap(({ row, siblings }) => siblings.map(() => row))],
+        },
+      ]);
+      batch.sequences = [...rows, ...forks.flatMap(({ siblings }) => siblings)];
+    }
+  }
+
+  /** A sibling cancelled while it waited for its prompt: ended now, not forked. */
+  #cancelledNow(sequence: Sequence): boolean {
+    if (sequence.cancelled) this.#end(sequence, new RequestCancelledError('the client went away'));
+    return sequence.cancelled;
+  }
+
+  #draw(sequence: Sequence, logits: Float32Array): void {
+    try {
+      this.#advance(sequence, logits);
+    } catch (error) {
+      // A tokenizer that cannot decode what the model chose fails that sequence, not the loop.
+      const message = error instanceof Error ? error.message : String(error);
+      this.#end(sequence, new InferenceFailedError(`generation failed: ${message}`));
+    }
   }
 
   /** The sequence's next token: drawn, added to its text; the sequence ends when it should. */
   #advance(sequence: Sequence, logits: Float32Array): void {
     const { submission } = sequence;
+    adjustLogits(logits, submission, sequence.counts ?? NO_COUNTS);
     const token = pickToken(logits, submission, sequence.random);
+    if (submission.logprobs !== undefined) {
+      sequence.logprob = { token, ...logprobOf(logits, token, submission.logprobs) };
+    }
+    sequence.counts?.set(token, (sequence.counts.get(token) ?? 0) + 1);
     sequence.generated++;
     sequence.last = token;
+    const complete = sequence.grammar?.accept(token) ?? false;
     if (this.options.eos_token_ids.includes(token)) {
       this.#finish(sequence, 'stop');
       return;
@@ -421,13 +607,24 @@ export class GenerationEngine {
       this.#finish(sequence, 'stop');
       return;
     }
+    // The grammar's text is complete (a model without an end token ends here; one with ends on it).
+    if (complete) {
+      sequence.text += sequence.detokenizer.flush();
+      this.#finish(sequence, 'stop');
+      return;
+    }
     const context = submission.promptIds.length + sequence.generated;
     if (sequence.generated >= submission.maxTokens || context >= this.options.max_context) {
       sequence.text += sequence.detokenizer.flush();
       this.#finish(sequence, 'length');
       return;
     }
-    this.#tokens.push([submission.id, this.#release(sequence, false)]);
+    this.#tokens.push(this.#tokenEvent(sequence, this.#release(sequence, false)));
+  }
+
+  #tokenEvent(sequence: Sequence, text: string): SequenceToken {
+    const { logprob } = sequence;
+    return logprob ? [sequence.id, text, logprob] : [sequence.id, text];
   }
 
   /** Text no stop string can still claim (and no half a character), or everything at the end. */
@@ -442,11 +639,12 @@ export class GenerationEngine {
   }
 
   #finish(sequence: Sequence, reason: FinishReason): void {
-    this.#tokens.push([sequence.submission.id, this.#release(sequence, true)]);
+    sequence.grammar?.dispose();
+    this.#tokens.push(this.#tokenEvent(sequence, this.#release(sequence, true)));
     sequence.ended = true;
-    this.#byId.delete(sequence.submission.id);
+    this.#byId.delete(sequence.id);
     this.#ended.push({
-      id: sequence.submission.id,
+      id: sequence.id,
       text: sequence.text,
       finishReason: reason,
       promptTokens: sequence.submission.promptIds.length,
@@ -455,9 +653,13 @@ export class GenerationEngine {
   }
 
   #end(sequence: Sequence, error: Error): void {
+    sequence.grammar?.dispose();
+    // Answers still waiting for this one to read their prompt share its fate.
+    for (const sibling of sequence.siblings) if (!sibling.ended) this.#end(sibling, error);
+    sequence.siblings = [];
     sequence.ended = true;
-    this.#byId.delete(sequence.submission.id);
-    this.#ended.push({ id: sequence.submission.id, error: toWireError(error) });
+    this.#byId.delete(sequence.id);
+    this.#ended.push({ id: sequence.id, error: toWireError(error) });
   }
 
   /** Batches that can share a step become one: padded, all of them; equal-length, those of one length. */
@@ -570,7 +772,7 @@ export class GenerationEngine {
   }
 
   #send(): void {
-    if (this.#tokens.length === 0 && this.#ended.length === 0) return;
+    if (this.#tokens.length === 0 && this.#ended.length === 0 && this.#prefixHits === 0) return;
     let usedBytes = 0;
     let active = 0;
     for (const batch of this.#batches) {
@@ -583,9 +785,14 @@ export class GenerationEngine {
       active,
       usedBytes,
       reservedBytes: this.#reservedBytesWith([]),
+      prefixHits: this.#prefixHits,
+      prefixTokens: this.#prefixTokens,
+      prefixBytes: this.#prefixes?.bytes ?? 0,
     };
     this.#tokens = [];
     this.#ended = [];
+    this.#prefixHits = 0;
+    this.#prefixTokens = 0;
     this.#emit(events);
   }
 }
@@ -602,20 +809,28 @@ function liveRows(batch: RunningBatch): number[] {
   return rows;
 }
 
-/** Tokens a sequence may hold in the cache: its prompt and every token it may add. */
+/** Tokens a sequence may hold in the cache: its prompt and every token it may add, for it and each answer it will fork. */
 function reservedTokens(sequence: Sequence): number {
-  return sequence.submission.promptIds.length + sequence.submission.maxTokens;
+  return (sequence.submission.promptIds.length + sequence.submission.maxTokens) * (1 + sequence.siblings.length);
+}
+
+/** Rows sequences take, with the answers they will fork. */
+function rowsOf(sequences: readonly Sequence[]): number {
+  return sequences.reduce((sum, sequence) => sum + 1 + sequence.siblings.length, 0);
 }
 
 /** The width a batch's cache can reach: today's, plus the longest unread prompt, plus the most tokens any row may still add. */
 function worstWidth(width: number, sequences: readonly Sequence[]): number {
+  let start = width;
   let unfed = 0;
   let remaining = 0;
   for (const sequence of sequences) {
+    // A sequence not yet in a batch may start from a cached prefix.
+    start = Math.max(start, sequence.read);
     unfed = Math.max(unfed, unread(sequence));
     remaining = Math.max(remaining, sequence.submission.maxTokens - sequence.generated);
   }
-  return width + unfed + remaining;
+  return start + unfed + remaining;
 }
 
 /** Where the first stop string begins, looking only where a new one could (from `from` back by the longest). */
@@ -650,6 +865,9 @@ function shapeOf(lengths: readonly number[]): Shape {
 function decodesOnly(batch: RunningBatch): boolean {
   return batch.cache.width > 0 && live(batch).every((sequence) => unread(sequence) === 0);
 }
+
+/** A sequence whose request asks no penalty counts nothing. */
+const NO_COUNTS: ReadonlyMap<number, number> = new Map();
 
 /** A prompt step holds running rows back at most this many of their steps (#chunkTokens). */
 const CHUNK_STEPS = 4;

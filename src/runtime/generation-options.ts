@@ -6,11 +6,14 @@ import { InferenceInputError } from '../core/errors.js';
 /** The generation section with every default decided: the same on the requests' side and the session's. */
 export type ServedGenerationOptions = GenerationOptions & {
   readonly kv_cache_bytes: number;
+  readonly prefix_cache_bytes: number;
   readonly max_context: number;
 };
 
 /** Without kv_cache_bytes, the caches may take this share of the machine's memory. */
 const DEFAULT_CACHE_SHARE = 1 / 4;
+/** Without prefix_cache_bytes, cached prefixes may take this share of kv_cache_bytes. */
+const DEFAULT_PREFIX_SHARE = 1 / 4;
 
 /** `maxContext` is what running the model decided (context-probe.ts servedMaxContext). */
 export function servedGenerationOptions(
@@ -19,9 +22,11 @@ export function servedGenerationOptions(
 ): ServedGenerationOptions {
   const options =
     generation ?? (validateField(modelConfigSchema.fields.generation, {}, 'generation', []) as GenerationOptions);
+  const cacheBytes = options.kv_cache_bytes ?? Math.floor(totalmem() * DEFAULT_CACHE_SHARE);
   return {
     ...options,
-    kv_cache_bytes: options.kv_cache_bytes ?? Math.floor(totalmem() * DEFAULT_CACHE_SHARE),
+    kv_cache_bytes: cacheBytes,
+    prefix_cache_bytes: options.prefix_cache_bytes ?? Math.floor(cacheBytes * DEFAULT_PREFIX_SHARE),
     max_context: maxContext,
   };
 }

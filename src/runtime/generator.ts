@@ -30,7 +30,9 @@ export interface GenerationObserver {
   firstToken(seconds: number): void;
   nextToken(seconds: number): void;
   activeChanged(active: number): void;
-  cacheBytes(used: number, reserved: number): void;
+  cacheBytes(used: number, reserved: number, prefix: number): void;
+  /** Sequences that started from a cached prefix, and the prompt tokens they did not read. */
+  prefixReused(sequences: number, tokens: number): void;
 }
 
 export interface GenerationListener {
@@ -65,7 +67,7 @@ interface Pending {
 export class Generator {
   readonly #pending = new Map<number, Pending>();
   readonly #listening = new WeakSet<GenerationChannel>();
-  readonly #state = new Map<GenerationChannel, { active: number; used: number; reserved: number }>();
+  readonly #state = new Map<GenerationChannel, { active: number; used: number; reserved: number; prefix: number }>();
   readonly #bytesPerToken: number;
   #nextId = 0;
   #closed = false;
@@ -181,7 +183,13 @@ export class Generator {
       if ('error' in end) pending.reject(fromWireError(end.error));
       else pending.resolve(end);
     }
-    this.#state.set(channel, { active: events.active, used: events.usedBytes, reserved: events.reservedBytes });
+    this.#state.set(channel, {
+      active: events.active,
+      used: events.usedBytes,
+      reserved: events.reservedBytes,
+      prefix: events.prefixBytes,
+    });
+    if (events.prefixHits > 0) this.observer?.prefixReused(events.prefixHits, events.prefixTokens);
     this.#observeState();
   }
 
@@ -199,11 +207,13 @@ export class Generator {
   #observeState(): void {
     let used = 0;
     let reserved = 0;
+    let prefix = 0;
     for (const state of this.#state.values()) {
       used += state.used;
       reserved += state.reserved;
+      prefix += state.prefix;
     }
     this.observer?.activeChanged(this.activeSequences);
-    this.observer?.cacheBytes(used, reserved);
+    this.observer?.cacheBytes(used, reserved, prefix);
   }
 }

@@ -4,6 +4,7 @@ import { loadTokenizer } from '../handlers/text-tokens.js';
 import { servedMaxContext } from './context-probe.js';
 import { cacheBytesPerToken, decoderLayout } from './decoder-layout.js';
 import { GenerationEngine } from './generation-engine.js';
+import { Grammars } from './grammar.js';
 import { servedGenerationOptions } from './generation-options.js';
 import { probePadding, type PaddingVerdict } from './padding-probe.js';
 import { createSession, type ModelSignature } from './session.js';
@@ -37,13 +38,17 @@ export async function openGenerationEngine(
   const { maxContext, over } = await servedMaxContext(session, layout, config.generation?.max_context);
   const pace =
     device === SIMULATED_DEVICE ? simulatedStepPacer(config.simulated_device ?? DEFAULT_SIMULATED_DEVICE) : undefined;
+  const options = servedGenerationOptions(config.generation, maxContext);
+  // A vocabulary the export left symbolic is read by the grammars from the tokenizer.
+  const vocab = config.outputs.find((output) => output.name === layout.logits)?.shape[2] ?? -1;
   const engine = new GenerationEngine(
     session,
     layout,
     tokenizer,
-    servedGenerationOptions(config.generation, maxContext),
+    options,
     padding.batching,
     pace,
+    new Grammars(tokenizerJson as string, vocab > 0 ? vocab : undefined, options.eos_token_ids),
   );
   return {
     engine,

@@ -62,13 +62,16 @@ function compareTensors(
     if (actual.datatype !== spec.datatype) {
       problems.push(`${where}: datatype ${spec.datatype}, but the model's is ${actual.datatype}`);
     }
-    if (actual.shape.length !== spec.shape.length) {
+    // With a reshape, the model has the reshaped shape; requests keep `shape`.
+    const shape = spec.reshape ?? spec.shape;
+    const what = spec.reshape ? 'reshape' : 'rank';
+    if (actual.shape.length !== shape.length) {
       problems.push(
-        `${where}: rank ${spec.shape.length} [${spec.shape.join(', ')}], but the model's is ${actual.shape.length} [${actual.shape.join(', ')}]`,
+        `${where}: ${what} ${shape.length} [${shape.join(', ')}], but the model's is ${actual.shape.length} [${actual.shape.join(', ')}]`,
       );
       return;
     }
-    spec.shape.forEach((dim, axis) => {
+    shape.forEach((dim, axis) => {
       const modelDim = actual.shape[axis] as number;
       if (modelDim !== -1 && dim !== modelDim) {
         problems.push(`${where}: dimension ${axis} is ${dim}, but the model fixes it to ${modelDim}`);

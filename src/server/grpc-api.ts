@@ -41,7 +41,7 @@ export interface GrpcApiOptions {
   readonly isAccepting: () => boolean;
   /** The keys: management for repository load and unload; in TorchServe mode, inference for infer. */
   readonly keys: KeyRing | undefined;
-  readonly modelControl: 'explicit' | 'none';
+  readonly modelControl: 'explicit' | 'none' | 'poll';
   /** ModelStreamInfer streams open at once; beyond it a new stream is refused. */
   readonly maxStreams: number;
   /** Bytes of metadata one call may carry (grpc_max_metadata_size). */
@@ -321,9 +321,9 @@ export class GrpcInferenceApi {
 
   /** Load and unload on the inference port, as on REST: with the management token, unless off. */
   #modelControl(metadata: Metadata): void {
-    if (this.#options.modelControl === 'none') {
+    if (this.#options.modelControl !== 'explicit') {
       throw new ForbiddenError(
-        'model control is off on this server (model_control: none); load and unload models through the management API',
+        `model control is off on this server (model_control: ${this.#options.modelControl}); load and unload models through the management API`,
       );
     }
     this.#options.keys?.check('management', firstString(metadata, 'authorization'));

@@ -57,7 +57,7 @@ export interface InferenceApiOptions {
   readonly isAccepting: () => boolean;
   /** The keys: the management one for load and unload; in TorchServe mode, the inference one for running models. */
   readonly keys: KeyRing | undefined;
-  readonly modelControl: 'explicit' | 'none';
+  readonly modelControl: 'explicit' | 'none' | 'poll';
   /** The inference call every model route makes. */
   readonly infer: Infer;
   readonly logs: PredictionLogs;
@@ -311,10 +311,10 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
  * anyone who can infer can reach, they need the management token, or are off altogether.
  */
 function modelControl(options: InferenceApiOptions, handle: RouteHandler): RouteHandler {
-  if (options.modelControl === 'none') {
+  if (options.modelControl !== 'explicit') {
     return async () => {
       throw new ForbiddenError(
-        'model control is off on this server (model_control: none); load and unload models through the management API',
+        `model control is off on this server (model_control: ${options.modelControl}); load and unload models through the management API`,
       );
     };
   }

@@ -38,6 +38,31 @@ export const serverConfigSchema = {
       description:
         'Where `--models all` and register-by-name find archives: a folder of archives (`.mar` files and archive folders), one `.mar` file, or one archive folder. Read only: nothing is ever written into it, except a register-by-URL download into a writable folder.',
     },
+    model_repository: {
+      kind: 'string',
+      description:
+        "A Triton model repository served as it is (docs/triton.md): each folder `<model>/` with a `config.pbtxt` (or none: the tensors come from the model) and numbered version folders holding `model.onnx`, under each config's `version_policy`. Read only, as the model store; give one of the two.",
+    },
+    load_model: {
+      kind: 'array',
+      default: [],
+      items: {
+        kind: 'string',
+        pattern: /^(\*|[A-Za-z0-9][\w.-]*)$/,
+        patternHint: 'a model name, or *',
+        description: 'A model of the repository.',
+      },
+      description:
+        "With `model_control: explicit`, the repository's models loaded at start (Triton's `--load-model`); `*` loads them all. Others load through the repository extension's load.",
+    },
+    repository_poll_secs: {
+      kind: 'number',
+      min: 0.1,
+      max: 86_400,
+      default: 15,
+      description:
+        "With `model_control: poll`, how often the model repository is read again (Triton's `--repository-poll-secs`): new version folders the policy keeps load, removed ones drain, a changed config.pbtxt or model file reloads, new model folders load and removed ones unload.",
+    },
     model_name: {
       kind: 'string',
       pattern: MODEL_NAME_PATTERN,
@@ -195,10 +220,9 @@ export const serverConfigSchema = {
     },
     model_control: {
       kind: 'enum',
-      values: ['explicit', 'none'],
-      default: 'explicit',
+      values: ['explicit', 'none', 'poll'],
       description:
-        "The v2 repository extension's load and unload on the inference port: `explicit` allows them with the management token (open only under `--no-auth`), `none` refuses them (403); the index stays readable. Triton's `--model-control-mode` is the model.",
+        "Triton's `--model-control-mode` (also that flag): `explicit` allows the v2 repository extension's load and unload on the inference port with the management token (open only under `--no-auth`); `none` refuses them (403), the index staying readable; `poll` refuses them too, and reads the model repository again every `repository_poll_secs`. With `model_repository`, `none` and `poll` load every model at start and `explicit` those of `load_model`. Default: `none` with a model repository (Triton's default), else `explicit`.",
     },
     allowed_urls: {
       kind: 'array',
@@ -229,6 +253,10 @@ export const serverConfigSchema = {
 export interface ServerConfig {
   readonly models: readonly string[];
   readonly model_store?: string;
+  readonly model_repository?: string;
+  readonly load_model: readonly string[];
+  /** Seconds. */
+  readonly repository_poll_secs: number;
   readonly model_name?: string;
   readonly work_dir?: string;
   readonly host: string;
@@ -266,7 +294,7 @@ export interface ServerConfig {
     readonly token?: string;
     readonly key_file: string;
   };
-  readonly model_control: 'explicit' | 'none';
+  readonly model_control: 'explicit' | 'none' | 'poll';
   readonly allowed_urls: readonly string[];
   readonly model_policies?: Readonly<Record<string, ModelPolicy>>;
   readonly prediction_log?: string;
@@ -291,12 +319,35 @@ export function validateServerConfig(raw: unknown, source: string): ServerConfig
       "model_name: renames the model store's one model, so it needs `models: [all]` (--models all); a `name=path.mar` model is named already",
     );
   }
-  if (config) problems.push(...portClashes(config));
+  if (config) problems.push(...portClashes(config), ...repositoryProblems(config));
   for (const [name, policy] of Object.entries(config?.model_policies ?? {})) {
     problems.push(...modelPolicyProblems(policy, `model_policies.${name}`));
   }
   if (problems.length > 0 || !config) throw new ConfigInvalidError(source, problems);
-  return deepFreeze(config);
+  return deepFreeze({
+    ...config,
+    model_control: config.model_control ?? (config.model_repository !== undefined ? 'none' : 'explicit'),
+  });
+}
+
+/** A model repository stands in for the model store, and its models load by the control mode. */
+function repositoryProblems(config: ServerConfig): string[] {
+  const problems: string[] = [];
+  const repository = config.model_repository !== undefined;
+  const mode = config.model_control as ServerConfig['model_control'] | undefined;
+  if (repository && config.model_store !== undefined) {
+    problems.push('model_repository: serves in place of model_store; give one of the two');
+  }
+  if (repository && config.models.includes('all')) {
+    problems.push(
+      "models: `all` loads a model store; a model repository's models load by model_control (none and poll: all of them; explicit: load_model)",
+    );
+  }
+  if (config.load_model.length > 0 && (!repository || mode !== 'explicit')) {
+    problems.push('load_model: names models of model_repository to load at start with model_control: explicit');
+  }
+  if (mode === 'poll' && !repository) problems.push('model_control: poll reads a model_repository; give one');
+  return problems;
 }
 
 /** Two APIs cannot share a port (0 picks a different free one for each). */

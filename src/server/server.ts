@@ -1,12 +1,19 @@
 import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { BatchserveError, InputFileError, PipelineInvalidError, UsageError } from '../core/errors.js';
+import {
+  BatchserveError,
+  InputFileError,
+  ModelNotFoundError,
+  PipelineInvalidError,
+  UsageError,
+} from '../core/errors.js';
 import { checkModelName } from '../core/model-name.js';
 import { ServerMetrics } from '../metrics/server-metrics.js';
-import { ModelRepository } from '../repository/model-repository.js';
+import { ModelRepository, type TritonPollReport } from '../repository/model-repository.js';
+import { RepositoryPoll } from '../repository/repository-poll.js';
 import { readArchiveIdentity, readStoreCatalog, type ArchiveIdentity } from '../repository/store-catalog.js';
 import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
@@ -56,6 +63,8 @@ export interface BatchServer {
   readonly startupFailures: readonly StartupFailure[];
   /** This server's own folder under `work_dir`, where archives are extracted; removed at close. */
   readonly workDir: string;
+  /** With model_control: poll, reads the model repository now rather than at the next interval. */
+  pollRepository(): Promise<TritonPollReport>;
   /**
    * Stops taking requests (readiness turns false first), answers every admitted one, then
    * closes. Resolves true when everything finished within `timeoutMs`.
@@ -85,7 +94,10 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     ...(config.model_name ? { storeModelName: config.model_name } : {}),
     ...(config.device ? { device: config.device } : {}),
     ...(config.model_policies ? { policies: config.model_policies } : {}),
+    ...(config.model_repository ? { tritonRepository: resolve(config.model_repository) } : {}),
   });
+  const modelControl = config.model_control;
+  let poll: RepositoryPoll | undefined;
   let accepting = true;
   let inFlight = 0;
   const servers: Server[] = [];
@@ -94,6 +106,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   let logs: PredictionLogs | undefined;
   let grpc: GrpcEndpoint | undefined;
   const cleanUp = async (): Promise<void> => {
+    await poll?.stop();
     traffic?.close();
     grpc?.close();
     // After the servers stop answering, so the last answers' records are in it.
@@ -169,7 +182,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       maxRequestSize: config.max_request_size,
       isAccepting: () => accepting,
       keys,
-      modelControl: config.model_control,
+      modelControl,
       infer,
       logs: predictionLogs,
     };
@@ -213,7 +226,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       infer,
       isAccepting: () => accepting,
       keys,
-      modelControl: config.model_control,
+      modelControl,
       maxStreams: config.grpc_max_streams,
       maxMetadataBytes: config.grpc_max_metadata_size,
     });
@@ -224,8 +237,19 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       grpc: (grpc = await startGrpcServer(config, grpcApi, ports.grpc)).url,
     };
 
+    if (modelControl === 'poll') {
+      poll = new RepositoryPoll(repository, config.repository_poll_secs * 1000, (report) => {
+        for (const { name, version } of report.loaded) logger.info({ model: name, version }, 'model loaded (poll)');
+        for (const { name, version } of report.unloaded) logger.info({ model: name, version }, 'model unloaded (poll)');
+        for (const { name, message } of report.failed)
+          logger.error({ model: name, err: message }, 'poll: model failed');
+      });
+      poll.start();
+    }
+
     const drain = async (timeoutMs: number): Promise<boolean> => {
       accepting = false;
+      await poll?.stop();
       // Canaries stop judging first: versions draining away for shutdown are not a failed candidate.
       control.close();
       const closed = Promise.all(connections.map((port) => port.drain()));
@@ -254,6 +278,10 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       keys,
       startupFailures,
       workDir: workFolder.path,
+      pollRepository: () => {
+        if (!poll) throw new UsageError('the model repository is polled only with model_control: poll');
+        return poll.pollNow();
+      },
       drain,
       close: async () => {
         accepting = false;
@@ -305,6 +333,30 @@ async function loadStartupModels(
     logger.error({ archive: path, code: error.code, err: error.message }, 'model failed to load; serving the others');
     failures.push({ spec, message: `${error.message} [${error.code}]`, error });
   };
+  if (config.model_repository !== undefined) {
+    const wanted = config.model_control === 'explicit' ? config.load_model : ['*'];
+    const all = wanted.includes('*');
+    const { archives, unreadable } = await repository.storeCatalog();
+    offered.push(
+      ...archives
+        .filter((version) => all || wanted.includes(version.name))
+        .map((version) => ({ ...version, spec: version.path, fromStore: true })),
+    );
+    for (const { path, error } of unreadable) {
+      if (all || wanted.includes(basename(path))) fail(path, path, error);
+    }
+    for (const name of all ? [] : wanted) {
+      if (
+        !archives.some((version) => version.name === name) &&
+        !unreadable.some(({ path }) => basename(path) === name)
+      ) {
+        const error = new ModelNotFoundError(
+          `--load-model ${name}: no model folder ${name} in ${config.model_repository}`,
+        );
+        fail(name, join(config.model_repository, name), error);
+      }
+    }
+  }
   for (const spec of config.models) {
     if (spec === 'all') {
       if (!config.model_store) throw new UsageError('--models all needs --model-store');
@@ -414,8 +466,9 @@ async function checkOneStoreModel(store: string, modelName: string): Promise<voi
 
 /** Nothing `serve` writes may land in the model store, which KServe mounts read-only. */
 function refuseWritesIntoStore(config: ServerConfig, workRoot: string): void {
-  if (!config.model_store) return;
-  const store = resolve(config.model_store);
+  const folder = config.model_store ?? config.model_repository;
+  if (folder === undefined) return;
+  const store = resolve(folder);
   const writes: [string, string][] = [
     ['work_dir', workRoot],
     ['state_file', config.state_file],

@@ -58,6 +58,8 @@ test('the exposition parses strictly, histograms included, and declares each bat
     batchserve_inter_token_latency_seconds: 'histogram',
     batchserve_active_sequences: 'gauge',
     batchserve_kv_cache_bytes: 'gauge',
+    batchserve_prefix_cache_hits_total: 'counter',
+    batchserve_prefix_cache_tokens_total: 'counter',
     batchserve_feedback_total: 'counter',
     batchserve_batching_fixed_cost_seconds: 'gauge',
     batchserve_batching_row_cost_seconds: 'gauge',

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
+import { Ajv } from 'ajv';
 import { loadTokenizer, type TextTokenizer } from '../../src/handlers/text-tokens.js';
 import { BatchCache } from '../../src/runtime/batch-cache.js';
 import { cacheBytesPerToken, decoderLayout, type DecoderLayout } from '../../src/runtime/decoder-layout.js';
@@ -14,6 +15,8 @@ import {
 } from '../../src/runtime/generation-engine.js';
 import { servedGenerationOptions } from '../../src/runtime/generation-options.js';
 import { probePadding } from '../../src/runtime/padding-probe.js';
+import { PrefixCache } from '../../src/runtime/prefix-cache.js';
+import { Grammars } from '../../src/runtime/grammar.js';
 import { readSignature } from '../../src/runtime/session.js';
 import {
   readDecoderAnswers,
@@ -52,6 +55,9 @@ async function generate(
   fixture: Opened,
   submissions: readonly GenerationSubmission[],
   generation: Record<string, unknown> = {},
+  /** Called once the first submissions have all ended; what it submits is awaited too. */
+  then?: (engine: GenerationEngine, steps: GenerationEvents[]) => Promise<unknown>,
+  grammars?: Grammars,
 ): Promise<{ ends: Map<number, SequenceEnd>; steps: GenerationEvents[]; batching: string }> {
   const { batching } = await probePadding(fixture.session, fixture.layout);
   const context = (generation.max_context as number | undefined) ?? 64;
@@ -59,14 +65,29 @@ async function generate(
     { ...servedGenerationOptions(undefined, context), eos_token_ids: [fixture.answers.eos_token_id], ...generation },
     context,
   );
-  const engine = new GenerationEngine(fixture.session, fixture.layout, fixture.tokenizer, options, batching);
+  const engine = new GenerationEngine(
+    fixture.session,
+    fixture.layout,
+    fixture.tokenizer,
+    options,
+    batching,
+    undefined,
+    grammars,
+  );
   const ends = new Map<number, SequenceEnd>();
   const steps: GenerationEvents[] = [];
+  let expected = submissions.length;
   await new Promise<void>((resolve) => {
     engine.listen((events) => {
       steps.push(events);
       for (const end of events.ended) ends.set(end.id, end);
-      if (ends.size === submissions.length) resolve();
+      if (ends.size < expected) return;
+      if (then && expected === submissions.length) {
+        expected++;
+        void then(engine, steps);
+        return;
+      }
+      resolve();
     });
     for (const submission of submissions) engine.submit(submission);
   });
@@ -283,4 +304,184 @@ test('a sequence much longer than the running ones runs in a batch of its own, t
   // Four rows of 3 to 10 tokens beside one of 64 would be padded to 64: the long one steps apart.
   const apart = steps.filter((step) => step.tokens.length === 1 && step.tokens[0]?.[0] === 4).length;
   assert.ok(apart >= 4, `the long sequence took ${apart} tokens in steps of its own`);
+});
+
+test('a prompt that starts as an earlier one did reads only what follows the cached blocks, and answers the same', async () => {
+  const fixture = await open('decoder-llama');
+  const shared = fixture.tokenizer.encode('the cat sat on the mat and the dog ran in the park and then '.repeat(2)).ids;
+  assert.ok(shared.length >= 32, `${shared.length} shared tokens`);
+  const prompts = ['we went home', 'it rained all day long'].map((end) => [
+    ...shared,
+    ...fixture.tokenizer.encode(end, { add_special_tokens: false }).ids,
+  ]);
+  const limits = { max_context: 128 };
+  const cold = await generate(
+    fixture,
+    prompts.map((ids, id) => submission(id, ids, 8)),
+    { ...limits, prefix_cache_bytes: 0 },
+  );
+  // One engine: the first prompt's blocks are cached when it has been read, the second finds them.
+  const warm = await generate(fixture, [submission(0, prompts[0] ?? [], 8)], limits, async (engine, steps) => {
+    engine.submit(submission(1, prompts[1] ?? [], 8));
+    return steps;
+  });
+  assert.deepEqual(warm.ends.get(1), cold.ends.get(1), 'the same answer with the prefix cached');
+  assert.deepEqual(warm.ends.get(0), cold.ends.get(0));
+  const hits = warm.steps.reduce((sum, step) => sum + step.prefixHits, 0);
+  const saved = warm.steps.reduce((sum, step) => sum + step.prefixTokens, 0);
+  assert.equal(hits, 1);
+  assert.equal(saved, Math.floor(shared.length / 16) * 16);
+  assert.ok((warm.steps.at(-1)?.prefixBytes ?? 0) > 0);
+});
+
+test("a cached prefix's blocks rebuild the row they were read from: the next token's logits are the uncached ones", async () => {
+  const { session, layout, tokenizer } = await open('decoder-llama');
+  const ids = tokenizer.encode('the cat sat on the mat and the dog ran in the park and then '.repeat(2)).ids;
+  const run = async (cache: BatchCache, tokens: number[]): Promise<Float32Array> => {
+    const outputs = await session.run(cache.feeds([tokens]), cache.fetches());
+    cache.advance(outputs, [tokens]);
+    const logits = outputs.logits as ort.Tensor;
+    const [, fed = 1, vocab = 0] = logits.dims;
+    return (logits.data as Float32Array).slice((fed - 1) * vocab, fed * vocab);
+  };
+  // Read whole, left-padded beside a longer row, as a batch would leave it.
+  const read = BatchCache.empty(layout, 2);
+  const outputs = await session.run(read.feeds([[...ids, 5, 6, 7], ids]), read.fetches());
+  read.advance(outputs, [[...ids, 5, 6, 7], ids]);
+  const prefixes = new PrefixCache(1 << 20, {
+    heads: layout.heads,
+    headDim: layout.headDim,
+    tensors: layout.layers.length * 2,
+  });
+  prefixes.insert(ids, (from, to) => read.slice(1, from, to));
+
+  const next = [ids.at(-1) ?? 0, 3, 9];
+  const uncached = BatchCache.empty(layout, 1);
+  await run(uncached, ids.slice(0, 32));
+  const want = await run(uncached, next);
+  const hit = prefixes.lookup([...ids.slice(0, 32), ...next]);
+  assert.equal(hit.tokens, 32);
+  const got = await run(BatchCache.fromRows(layout, [prefixes.row(hit)]), next);
+  const worst = want.reduce((most, value, i) => Math.max(most, Math.abs(value - (got[i] ?? NaN))), 0);
+  assert.ok(worst < 1e-4, `off by ${worst}`);
+});
+
+test('the prefix cache keeps within its budget by evicting the least recently used blocks no other block continues', () => {
+  const shape = { heads: 1, headDim: 1, tensors: 2 };
+  const blockBytes = 2 * 16 * 4;
+  const prefixes = new PrefixCache(3 * blockBytes, shape);
+  // Each prompt's values say whose row they came from: 0 and up for a's, 1000 and up for b's.
+  const sliceOf =
+    (base: number) =>
+    (from: number, to: number): Float32Array[] => [
+      Float32Array.from({ length: to - from }, (_, k) => base + from + k),
+      Float32Array.from({ length: to - from }, (_, k) => -(base + from + k)),
+    ];
+  const a = Array.from({ length: 48 }, (_, i) => i);
+  const b = [...a.slice(0, 16), ...Array.from({ length: 32 }, (_, i) => 100 + i)];
+  prefixes.insert(a, sliceOf(0));
+  assert.equal(prefixes.bytes, 3 * blockBytes);
+  assert.equal(prefixes.lookup([...a, 0]).tokens, 48);
+  // b shares a's first block: its two own blocks evict a's last two (leaves first, oldest first).
+  prefixes.insert(b, sliceOf(1000));
+  assert.equal(prefixes.bytes, 3 * blockBytes);
+  assert.equal(prefixes.lookup([...a, 0]).tokens, 16);
+  const hit = prefixes.lookup([...b, 0]);
+  assert.equal(hit.tokens, 48);
+  assert.deepEqual(
+    [...(prefixes.row(hit).tensors[0] ?? [])],
+    Array.from({ length: 48 }, (_, k) => (k < 16 ? k : 1000 + k)),
+    "a's first block, then b's own",
+  );
+  assert.equal(prefixes.lookup(b).tokens, 32, 'a lookup leaves the last token to read');
+  assert.equal(new PrefixCache(blockBytes - 1, shape).lookup(a).tokens, 0);
+});
+
+for (const name of ['decoder-gpt2', 'decoder-llama'] as const) {
+  test(`${name}: an answer bound to a JSON schema parses and validates, whatever the random weights would say`, async () => {
+    const fixture = await open(name);
+    const schema = {
+      type: 'object',
+      properties: {
+        name: { type: 'string', maxLength: 6 },
+        ok: { type: 'boolean' },
+        size: { enum: ['s', 'm', 'l'] },
+      },
+      required: ['name', 'ok', 'size'],
+      additionalProperties: false,
+    };
+    const grammars = new Grammars(await readFile(torchTextFiles(name).tokenizer, 'utf8'), undefined, [
+      fixture.answers.eos_token_id,
+    ]);
+    const prompts = fixture.answers.prompts.slice(0, 6);
+    const { ends } = await generate(
+      fixture,
+      prompts.map((prompt, id) => ({
+        ...submission(id, prompt.ids, 40),
+        responseFormat: { type: 'json_schema' as const, schema },
+      })),
+      { max_context: 128 },
+      undefined,
+      grammars,
+    );
+    const validate = new Ajv().compile(schema);
+    for (const [id, end] of ends) {
+      assert.ok(!('error' in end), JSON.stringify(end));
+      assert.equal(end.finishReason, 'stop', `sequence ${id}: ${end.text}`);
+      const value: unknown = JSON.parse(end.text);
+      assert.ok(validate(value), `${end.text}: ${JSON.stringify(validate.errors)}`);
+    }
+    // Unbound, the same prompts answer anything but JSON.
+    const free = await generate(
+      fixture,
+      prompts.map((prompt, id) => submission(id, prompt.ids, 40)),
+      { max_context: 128 },
+    );
+    assert.ok([...free.ends.values()].some((end) => !('error' in end) && !isJson(end.text)));
+  });
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('n answers read their prompt once and each draws as a sequence of its own seed would', async () => {
+  const fixture = await open('decoder-llama');
+  const prompt = fixture.answers.prompts[3]?.ids ?? [];
+  const sampled = (id: number, seed: number, choices?: number): GenerationSubmission => ({
+    ...submission(id, prompt, 10),
+    temperature: 1,
+    seed,
+    ...(choices ? { choices } : {}),
+  });
+  const rowsRead: number[] = [];
+  const { session } = fixture;
+  const run = session.run.bind(session);
+  session.run = ((feeds: ort.InferenceSession.FeedsType, fetches: ort.InferenceSession.FetchesType) => {
+    rowsRead.push((feeds.input_ids as ort.Tensor).dims[0] as number);
+    return run(feeds, fetches);
+  }) as typeof session.run;
+  let together: Awaited<ReturnType<typeof generate>>;
+  try {
+    together = await generate(fixture, [sampled(10, 5, 3)], { max_context: 128, prefix_cache_bytes: 0 });
+  } finally {
+    session.run = run;
+  }
+  // The padding probe's six passes first; then the prompt read as one row, then the three decode.
+  const ours = rowsRead.slice(6);
+  assert.deepEqual(ours.slice(0, 2), [1, 3], JSON.stringify(rowsRead));
+  assert.ok(ours.every((rows) => rows <= 3));
+  const alone = await generate(fixture, [sampled(0, 5), sampled(1, 6), sampled(2, 7)], { max_context: 128 });
+  for (let choice = 0; choice < 3; choice++) {
+    const end = together.ends.get(10 + choice);
+    assert.ok(end && !('error' in end), JSON.stringify(end));
+    assert.deepEqual({ ...end, id: choice }, alone.ends.get(choice), `choice ${choice}`);
+  }
+  const texts = new Set([0, 1, 2].map((choice) => JSON.stringify(together.ends.get(10 + choice))));
+  assert.ok(texts.size > 1, 'the draws differ');
 });

@@ -9,7 +9,8 @@ import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import { packArchive } from '../../src/archive/pack.js';
 import { loadTokenizer, type TextTokenizer } from '../../src/handlers/text-tokens.js';
-import { call, startTestServer } from '../fixtures/server.js';
+import { call, scrapeMetrics, startTestServer } from '../fixtures/server.js';
+import { samplesOf } from '../metrics/prometheus-text.js';
 import { tempDir } from '../fixtures/temp.js';
 import {
   DECODER_FIXTURES,
@@ -19,40 +20,48 @@ import {
   type DecoderAnswers,
   type DecoderFixture,
   type DecoderPrompt,
+  type TorchTextFixture,
 } from '../fixtures/torch-text.js';
 
 /** Fewer places than prompts: in a burst some wait and join sequences already decoding. */
 const ACTIVE = 3;
 const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
 
-async function packDecoder(dir: string, name: DecoderFixture, answers: DecoderAnswers): Promise<string> {
+/** A fixture packed with its tokenizer and a config of `lines` and a `text` section naming it; the archive's path. */
+async function packFixture(
+  dir: string,
+  name: TorchTextFixture,
+  handler: 'text-generation' | 'text-embedding',
+  { lines = [], text = [], archiveFormat }: { lines?: string[]; text?: string[]; archiveFormat?: 'dir' },
+): Promise<string> {
   const files = torchTextFiles(name);
   const configFile = join(dir, 'model-config.yaml');
-  await writeFile(
+  await writeFile(configFile, [...lines, 'text:', '  tokenizer_file: tokenizer.json', ...text, ''].join('\n'));
+  const packed = await packArchive({
+    modelName: name,
+    serializedFile: files.model,
+    handler,
     configFile,
-    // No max_batch_size: generation batches by max_active_sequences, and a merged export's
-    // use_cache_branch [1] has no batch dimension, which the default (0 then) allows.
-    [
-      'text:',
-      '  tokenizer_file: tokenizer.json',
+    extraFiles: [files.tokenizer],
+    exportPath: join(dir, 'store'),
+    ...(archiveFormat ? { archiveFormat } : {}),
+    force: true,
+  });
+  return packed.path;
+}
+
+function packDecoder(dir: string, name: DecoderFixture, answers: DecoderAnswers): Promise<string> {
+  // No max_batch_size: generation batches by max_active_sequences, and a merged export's
+  // use_cache_branch [1] has no batch dimension, which the default (0 then) allows.
+  return packFixture(dir, name, 'text-generation', {
+    lines: [
       'generation:',
       `  eos_token_ids: [${answers.eos_token_id}]`,
       `  max_active_sequences: ${ACTIVE}`,
       `  max_new_tokens: ${answers.max_new_tokens}`,
       `  max_context: ${answers.position_limit ?? 2048}`,
-      '',
-    ].join('\n'),
-  );
-  const packed = await packArchive({
-    modelName: name,
-    serializedFile: files.model,
-    handler: 'text-generation',
-    configFile,
-    extraFiles: [files.tokenizer],
-    exportPath: join(dir, 'store'),
-    force: true,
+    ],
   });
-  return packed.path;
 }
 
 interface Completion {
@@ -132,36 +141,24 @@ for (const name of DECODER_FIXTURES) {
     await t.test(`all ${answers.prompts.length} prompts at once over ${ACTIVE} places`, async () => {
       assert.deepEqual(await Promise.all(answers.prompts.map(complete)), want);
     });
+
+    // The second time round, a prompt of more than one block starts from its cached prefix
+    // (padded batching only: an equal-length batch's rows cannot start from prefixes).
+    const hits = samplesOf(await scrapeMetrics(server), 'batchserve_prefix_cache_hits_total', { model: name })[0];
+    const long = answers.prompts.filter((prompt) => prompt.ids.length > 16).length;
+    if (name === 'decoder-gpt2-nopos') assert.equal(hits?.value ?? 0, 0);
+    else assert.equal(hits?.value, long, `${long} prompts are longer than a block`);
   });
 }
 
 test("encoder-bert: /v1/embeddings equals torch's mean-pooled embeddings within 1e-4, alone and padded into batches", async (t) => {
   const answers = await readEncoderAnswers();
-  const files = torchTextFiles('encoder-bert');
   const dir = await tempDir(t);
-  const configFile = join(dir, 'model-config.yaml');
-  await writeFile(
-    configFile,
-    [
-      'max_batch_size: 8',
-      'dynamic_batching:',
-      '  max_queue_delay: 5ms',
-      'text:',
-      '  tokenizer_file: tokenizer.json',
-      `  max_length: ${answers.position_limit}`,
-      '',
-    ].join('\n'),
-  );
-  const packed = await packArchive({
-    modelName: 'encoder-bert',
-    serializedFile: files.model,
-    handler: 'text-embedding',
-    configFile,
-    extraFiles: [files.tokenizer],
-    exportPath: join(dir, 'store'),
-    force: true,
+  const archive = await packFixture(dir, 'encoder-bert', 'text-embedding', {
+    lines: ['max_batch_size: 8', 'dynamic_batching:', '  max_queue_delay: 5ms'],
+    text: [`  max_length: ${answers.position_limit}`],
   });
-  const server = await startTestServer(t, { models: [`encoder-bert=${packed.path}`] });
+  const server = await startTestServer(t, { models: [`encoder-bert=${archive}`] });
   const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
   const assertClose = (actual: readonly number[] | undefined, want: readonly number[], what: string): void => {
     assert.equal(actual?.length, want.length, what);
@@ -190,24 +187,11 @@ test("encoder-bert: /v1/embeddings equals torch's mean-pooled embeddings within 
 test('decoder-llama holds 128 positions: max_context 2048 is refused at pack naming both numbers; an archive that carries it serves 128, and a prompt with max_tokens past it is a 400 at the door', async (t) => {
   const files = torchTextFiles('decoder-llama');
   const dir = await tempDir(t);
-  const packWith = async (generation: readonly string[]): Promise<string> => {
-    const configFile = join(dir, 'model-config.yaml');
-    await writeFile(
-      configFile,
-      ['text:', '  tokenizer_file: tokenizer.json', 'generation:', ...generation, ''].join('\n'),
-    );
-    const packed = await packArchive({
-      modelName: 'llama',
-      serializedFile: files.model,
-      handler: 'text-generation',
-      configFile,
-      extraFiles: [files.tokenizer],
-      exportPath: join(dir, 'store'),
+  const packWith = (generation: readonly string[]): Promise<string> =>
+    packFixture(dir, 'decoder-llama', 'text-generation', {
+      lines: ['generation:', ...generation],
       archiveFormat: 'dir',
-      force: true,
     });
-    return packed.path;
-  };
   const overTheModel = {
     code: 'BS_ERR_CONFIG_INVALID',
     message: /generation\.max_context 2048 is over the 128 positions this model holds; set it to 128 or less/,
@@ -229,14 +213,14 @@ test('decoder-llama holds 128 positions: max_context 2048 is refused at pack nam
     entry.sha256 = createHash('sha256').update(config).digest('hex');
   }
   await writeFile(manifestPath, JSON.stringify(manifest));
-  const server = await startTestServer(t, { models: [`llama=${archive}`] });
+  const server = await startTestServer(t, { models: [`decoder-llama=${archive}`] });
   const { tokenizer } = loadTokenizer(await readFile(files.tokenizer, 'utf8'), 'text-generation');
   const prompt = 'the cat sat on the mat and the dog ran in the park. '.repeat(4);
   const promptTokens = tokenizer.encode(prompt).ids.length;
   assert.ok(promptTokens > 40 && promptTokens < 100, `${promptTokens} prompt tokens`);
   const complete = (maxTokens: number) =>
     call(`${server.urls.inference}/v1/completions`, {
-      body: JSON.stringify({ model: 'llama', prompt, max_tokens: maxTokens, temperature: 0 }),
+      body: JSON.stringify({ model: 'decoder-llama', prompt, max_tokens: maxTokens, temperature: 0 }),
     });
   const over = await complete(129 - promptTokens);
   assert.equal(over.status, 400, JSON.stringify(over.body));

@@ -60,7 +60,19 @@ test('KServe v2 routes answer as the protocol says', async (t) => {
   assert.deepEqual((await call(`${base}/v2/models/affine/versions/1/ready`)).body, { name: 'affine', ready: true });
   const config = await call(`${base}/v2/models/affine/config`);
   assert.equal(config.body.max_batch_size, 8);
-  assert.deepEqual(config.body.input, [{ name: 'x', data_type: 'TYPE_FP32', dims: [4] }]);
+  // As Triton prints it: every scalar field with its default.
+  assert.deepEqual(config.body.input, [
+    {
+      name: 'x',
+      data_type: 'TYPE_FP32',
+      format: 'FORMAT_NONE',
+      dims: [4],
+      is_shape_tensor: false,
+      allow_ragged_batch: false,
+      optional: false,
+      is_non_linear_format_io: false,
+    },
+  ]);
 
   const rows = [
     [1, 2, 3, 4],
