@@ -1,11 +1,5 @@
 import type { CostFit } from './cost-fit.js';
-
-/**
- * The share of `max_latency` auto plans its waits for: the rest is for what follows the
- * batcher's answer (encoding and writing it) and what precedes the server's reading the
- * request, which the clients' own latency holds and the batcher never sees.
- */
-const PLANNED_SHARE = 0.8;
+import { MIN_WAIT_MS, PLANNED_SHARE } from './tuning.js';
 
 /** The part of `max_latency` (µs) auto plans its waits to end within, ms (to the µs). */
 export function plannedMs(maxLatencyUs: number): number {
@@ -78,6 +72,3 @@ export function adaptiveWaitMs(question: WaitQuestion): number {
   const { gapMs } = question;
   return gapMs < c / q && inBudget(1, gapMs) ? Math.max(MIN_WAIT_MS, gapMs) : 0;
 }
-
-/** A wait is at least this long, so rows expected "now" (a burst) get a moment to come. */
-const MIN_WAIT_MS = 0.01;

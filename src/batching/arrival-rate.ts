@@ -1,5 +1,4 @@
-/** Recent requests the estimate rests on. */
-const ARRIVALS = 16;
+import { ARRIVAL_WINDOW as ARRIVALS } from './tuning.js';
 
 /**
  * How often rows arrive, as the expected gap between one row and the next: the time the last

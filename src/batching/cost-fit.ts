@@ -1,3 +1,12 @@
+import {
+  COST_FULL_SAY as FULL_SAY,
+  COST_SEEDS as SEEDS,
+  COST_WINDOW as WINDOW,
+  MIN_DISTINCT_SIZES,
+  MIN_R2,
+  REFIT_EVERY,
+} from './tuning.js';
+
 /**
  * The server's own estimate of T(B) = c + m·B for one shape of requests, learnt from the
  * batches it runs: the last WINDOW batches, each size's median time (a GC pause or a noisy
@@ -24,19 +33,8 @@ export interface CostFit {
   readonly reason: string | undefined;
 }
 
-const WINDOW = 256;
-/** A size's weight in the line is its batches in the window, up to this many. */
-const FULL_SAY = 8;
-/** Load-time timings kept as the prior. */
-const SEEDS = 32;
-/** Sizes the line must rest on before it steers anything. */
-export const MIN_DISTINCT_SIZES = 3;
-/** Below this R² the line explains the timings too poorly to bet latency on. */
-export const MIN_R2 = 0.8;
 /** A fixed cost this close below 0 is 0 (rounding of a line through timings with no fixed cost). */
 const NEGLIGIBLE_MS = 1e-6;
-/** The fit is worked out again after this many new batches, or at once when a batch adds a size. */
-const REFIT_EVERY = 8;
 
 export class OnlineCostFit {
   readonly #rows = new Int32Array(WINDOW);

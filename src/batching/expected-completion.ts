@@ -1,4 +1,5 @@
-import { MIN_DISTINCT_SIZES, MIN_R2, type CostFit } from './cost-fit.js';
+import type { CostFit } from './cost-fit.js';
+import { MIN_DISTINCT_SIZES, MIN_R2 } from './tuning.js';
 
 /** What is known of the queue when a request asks to join it. */
 export interface CompletionQuestion {

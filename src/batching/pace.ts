@@ -1,7 +1,4 @@
-/** Batches the pace averages over, about. */
-const BATCHES = 8;
-/** A batch counts at most this many times slower (or faster) than predicted. */
-const LIMIT = 4;
+import { PACE_BATCHES as BATCHES, PACE_LIMIT as LIMIT } from './tuning.js';
 
 /**
  * How much slower (above 1) or faster than the cost line recent batches ran: an exponential

@@ -1,8 +1,4 @@
-/** Recent return delays the expectation rests on. */
-const DELAYS = 16;
-/** Slack on the latest return delay seen, so a row due exactly then still counts as expected. */
-const SLACK = 1.25;
-const SLACK_MS = 0.05;
+import { RETURN_DELAYS as DELAYS, RETURN_SLACK as SLACK, RETURN_SLACK_MS as SLACK_MS } from './tuning.js';
 
 /**
  * The rows expected back soon: clients in a closed loop (most load tests, any client that

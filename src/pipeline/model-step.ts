@@ -1,5 +1,5 @@
 import type ort from 'onnxruntime-node';
-import type { SubmitOptions, SubmitResult } from '../batching/batcher.js';
+import type { SubmitOptions, SubmitResult } from '../batching/batch-request.js';
 import type { ModelStepConfig } from '../config/pipeline-config.js';
 import {
   BatchserveError,

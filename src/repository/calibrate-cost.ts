@@ -1,4 +1,5 @@
-import { batchCostMs, type Batcher } from '../batching/batcher.js';
+import { batchCostMs } from '../batching/batch-request.js';
+import type { Batcher } from '../batching/batcher.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
 import type { HandlerRequest } from '../core/request.js';
 import { syntheticTensors } from '../core/tensors.js';

@@ -3,14 +3,14 @@ import { rm } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { ArchiveManifest } from '../archive/manifest.js';
+import { Batcher } from '../batching/batcher.js';
 import {
-  Batcher,
   effectiveTimeoutUs,
   type BatchingPolicy,
   type QueueReservation,
   type SubmitOptions,
   type SubmitResult,
-} from '../batching/batcher.js';
+} from '../batching/batch-request.js';
 import { MODEL_CONFIG_LIMITS, modelConfigSchema, type CompleteModelConfig } from '../config/model-config.js';
 import { validateField } from '../config/schema-kit.js';
 import type { ModelSignature } from '../protocol/prepared-request.js';

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { SubmitResult } from '../batching/batcher.js';
+import type { SubmitResult } from '../batching/batch-request.js';
 import {
   FeedbackInvalidError,
   ForbiddenError,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { QueueReservation, SubmitResult } from '../batching/batcher.js';
+import type { QueueReservation, SubmitResult } from '../batching/batch-request.js';
 import { BatchserveError, InferenceInputError, ModelNotReadyError } from '../core/errors.js';
 import type { HandlerRequest } from '../core/request.js';
 import type { Tensors } from '../core/tensors.js';

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { SubmitResult } from '../batching/batcher.js';
+import type { SubmitResult } from '../batching/batch-request.js';
 import { InferenceFailedError, InferenceInputError } from '../core/errors.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import { isEmbeddingAnswer } from '../handlers/text-embedding-handler.js';

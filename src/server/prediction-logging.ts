@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
-import type { SubmitResult } from '../batching/batcher.js';
+import type { SubmitResult } from '../batching/batch-request.js';
 import type { Logger } from 'pino';
 import { modelConfigSchema, type PredictionLogConfig } from '../config/model-config.js';
 import { validateField } from '../config/schema-kit.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { adaptiveWaitMs, type WaitQuestion } from '../../src/batching/adaptive-delay.js';
 import { ArrivalRate } from '../../src/batching/arrival-rate.js';
-import { batchCostMs } from '../../src/batching/batcher.js';
+import { batchCostMs } from '../../src/batching/batch-request.js';
 import { OnlineCostFit, type CostFit } from '../../src/batching/cost-fit.js';
 import { expectedCompletion, predictsCost } from '../../src/batching/expected-completion.js';
 import { Pace } from '../../src/batching/pace.js';

@@ -1,11 +1,6 @@
 import FakeTimers from '@sinonjs/fake-timers';
-import {
-  Batcher,
-  type BatcherObserver,
-  type BatchingPolicy,
-  type SubmitOptions,
-  type SubmitResult,
-} from '../../src/batching/batcher.js';
+import { Batcher } from '../../src/batching/batcher.js';
+import type { BatcherObserver, BatchingPolicy, SubmitOptions, SubmitResult } from '../../src/batching/batch-request.js';
 import type { BatchRunner } from '../../src/batching/batch-runner.js';
 import type { Clock } from '../../src/batching/clock.js';
 import { InferenceInputError } from '../../src/core/errors.js';

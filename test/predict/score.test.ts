@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { InferenceInputError } from '../../src/core/errors.js';
 import type { HandlerRequest } from '../../src/core/request.js';
 import type { Tensor } from '../../src/core/tensors.js';
-import type { SubmitOptions, SubmitResult } from '../../src/batching/batcher.js';
+import type { SubmitOptions, SubmitResult } from '../../src/batching/batch-request.js';
 import type { ReadyRow } from '../../src/predict/dataset.js';
 import { score } from '../../src/predict/score.js';
 
