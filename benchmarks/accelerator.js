@@ -1,7 +1,10 @@
-// Does the server keep an accelerator busy? Judged on the simulated one (device `sim`), whose
-// costs are exact and wall time, not CPU, so this 2-core machine's noise barely touches them:
-// a pass of B rows holds the instance for T(B) = c + m·B (c = 4 ms, m = 0.25 ms), max batch 32,
-// a [1, 16] FP32 identity model fed tiny v2 JSON bodies by a closed loop of K clients.
+// Does the server keep an accelerator busy? Judged on two simulated ones whose costs are exact
+// and wall time, not CPU, so this 2-core machine's noise barely touches them: a pass of B rows
+// holds the instance for T(B) = c + m·B (c = 4 ms, m = 0.25 ms), max batch 32, a [1, 16] FP32
+// identity model fed tiny v2 JSON bodies by a closed loop of K clients. Device `sim` is the
+// server's simulated accelerator; `blocking` is a CPU instance whose custom handler blocks its
+// worker thread with Atomics.wait for T(B) before the forward pass, as a user's synchronous
+// GPU call would (it pays Atomics.wait's wake-up lag, which `sim` corrects for).
 // The throughput the device allows is known exactly: with I instances, the K clients split
 // evenly into I batches run back to back, Σ b/T(b) (K/T(K) for one instance up to K = 32,
 // then 32/T(32) = 2,667 req/s). Every figure is served ÷ that limit, measured in one run.
@@ -22,8 +25,13 @@
 //   auto refuses nothing where its p99 ≤ max_latency
 //   K = 1: p50 − T(1) ≤ 0.3 ms, and ≤ the floor's + 0.2 ms
 //   two instances ÷ one, at K = 128                            ≥ 1.8
+// The open loop, one instance, auto: Poisson arrivals at 50, 80 and 95 % of the capacity
+// (32/T(32) per instance); achieved ÷ offered, p50 and p99 ÷ T(32), refusals; 50 % again
+// last as the control.
+//   open loop: achieved ÷ offered ≥ 0.98, p99 ≤ 3 × T(32), no refusals
 // Writes benchmarks/results/accelerator.json (results.js: --quick, --check, --json).
 // Usage: npm run bench:accelerator [-- --quick] [-- --keep-awake] [-- --check]
+//   [-- --devices sim,blocking] [-- --concurrency 1,4,…] [-- --instances 1,2] (a part, to look closer)
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
@@ -35,24 +43,44 @@ import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.j
 import { CAN_PIN, pinSelfOffServerCpu, serveChild } from './serve-child.js';
 import { packSimArchive } from './sim-archive.js';
 
-const { values: extra } = parseArgs({
-  args: process.argv.slice(2),
-  options: { 'keep-awake': { type: 'boolean', default: false } },
-  strict: false,
-});
+const OWN = {
+  'keep-awake': { type: 'boolean', default: false },
+  devices: { type: 'string' },
+  concurrency: { type: 'string' },
+  instances: { type: 'string' },
+};
+const { values: extra, tokens } = parseArgs({ args: process.argv.slice(2), options: OWN, strict: false, tokens: true });
+const ownIndexes = new Set(
+  tokens
+    .filter((token) => token.kind === 'option' && token.name in OWN)
+    .flatMap((token) => (token.inlineValue === false ? [token.index, token.index + 1] : [token.index])),
+);
 const flags = benchFlags(
   'accelerator',
-  process.argv.slice(2).filter((arg) => arg !== '--keep-awake'),
+  process.argv.slice(2).filter((_, index) => !ownIndexes.has(index)),
 );
+const listOf = (value, fallback, parse = Number) =>
+  value === undefined ? fallback : String(value).split(',').map(parse);
 
 const COST = { cMs: 4, mMs: 0.25 };
 const MAX_BATCH = 32;
 const MAX_LATENCY_MS = 100;
-const CONCURRENCY = [1, 4, 16, 32, 64, 128];
-const INSTANCES = [1, 2];
+const CONCURRENCY = listOf(extra.concurrency, [1, 4, 16, 32, 64, 128]);
+const INSTANCES = listOf(extra.instances, [1, 2]);
+const DEVICES = listOf(extra.devices, ['sim', 'blocking'], String);
+const OPEN_LOOP_SHARES = [0.5, 0.8, 0.95];
 const CONTROL = '0 again';
 const POLICIES = [0, 2_000, 'auto', CONTROL];
-const AIMS = { full: 0.9, autoMid: 0.8, autoGap: 0.05, addedP50Ms: 0.3, overFloorMs: 0.2, twoInstances: 1.8 };
+const AIMS = {
+  full: 0.9,
+  autoMid: 0.8,
+  autoGap: 0.05,
+  addedP50Ms: 0.3,
+  overFloorMs: 0.2,
+  twoInstances: 1.8,
+  openAchieved: 0.98,
+  openP99OverT32: 3,
+};
 
 const settings = {
   pinned: CAN_PIN,
@@ -61,6 +89,9 @@ const settings = {
   maxBatchSize: MAX_BATCH,
   maxLatencyMs: MAX_LATENCY_MS,
   concurrency: CONCURRENCY,
+  instances: INSTANCES,
+  devices: DEVICES,
+  openLoopShares: OPEN_LOOP_SHARES,
   slices: flags.quick ? 1 : 2,
   warmupMs: flags.quick ? 300 : 800,
   windowMs: flags.quick ? 400 : 1000,
@@ -85,23 +116,38 @@ function limitOf(concurrency, instances) {
 
 const mean = (values) => values.reduce((sum, value) => sum + value, 0) / values.length;
 
-/** One archive per instance count, saying `auto` so it times its batches at load as deployed. */
+/** The `blocking` device's handler: T(B) on its worker thread, then the identity pass. */
+const BLOCKING_HANDLER = `const cell = new Int32Array(new SharedArrayBuffer(4));
+export function inference(inputs, context) {
+  const rows = Object.values(inputs)[0].dims[0];
+  Atomics.wait(cell, 0, 0, ${COST.cMs} + ${COST.mMs} * rows);
+  return context.builtins.tensor.inference(inputs, context);
+}
+`;
+
+/** One archive per device and instance count, saying `auto` so it times its batches at load as deployed. */
 async function packArchives(dir) {
   await writeIdentityModel(join(dir, 'identity.onnx'));
+  const handler = join(dir, 'blocking-handler.js');
+  await writeFile(handler, BLOCKING_HANDLER);
   const archives = new Map();
-  for (const count of INSTANCES) {
-    const { archive } = await packSimArchive({
-      out: join(dir, `i${count}`),
-      modelName: 'sim',
-      model: join(dir, 'identity.onnx'),
-      cost: COST,
-      count,
-      config: {
-        max_batch_size: MAX_BATCH,
-        dynamic_batching: { max_queue_delay: 'auto', max_latency: `${MAX_LATENCY_MS}ms`, max_queue_size: 4096 },
-      },
-    });
-    archives.set(count, archive);
+  for (const device of DEVICES) {
+    for (const count of INSTANCES) {
+      const { archive } = await packSimArchive({
+        out: join(dir, `${device}-i${count}`),
+        modelName: 'sim',
+        model: join(dir, 'identity.onnx'),
+        cost: COST,
+        count,
+        device: device === 'sim' ? 'sim' : 'cpu',
+        ...(device === 'blocking' ? { handler } : {}),
+        config: {
+          max_batch_size: MAX_BATCH,
+          dynamic_batching: { max_queue_delay: 'auto', max_latency: `${MAX_LATENCY_MS}ms`, max_queue_size: 4096 },
+        },
+      });
+      archives.set(`${device}:${count}`, archive);
+    }
   }
   return archives;
 }
@@ -122,13 +168,13 @@ function loadOptions(windows = settings.windows) {
   };
 }
 
-/** One policy at one K on a serving child: the figures the ratios use. */
-async function measure(server, instances, policy, concurrency) {
+/** One policy at one load level (K clients, or a Poisson rate) on a serving child: the figures the ratios use. */
+async function measure(server, instances, policy, concurrency, level = { kind: 'concurrency', concurrency }) {
   const { points } = await runSweep(server.target, {
     batchSizes: [MAX_BATCH],
     delays: [policy === CONTROL ? 0 : policy],
     instances: [instances],
-    levels: [{ kind: 'concurrency', concurrency }],
+    levels: [level],
     protocol: 'v2-json',
     clientBatch: 1,
     load: loadOptions(),
@@ -148,7 +194,7 @@ async function measure(server, instances, policy, concurrency) {
 }
 
 /** Every policy at one K, A B B A, averaged; the control is delay 0 measured once more. */
-async function measureLevel(server, instances, concurrency) {
+async function measureLevel(server, device, instances, concurrency) {
   const slices = new Map(POLICIES.map((policy) => [policy, []]));
   for (let slice = 0; slice < settings.slices * 2; slice++) {
     const order = slice % 4 === 1 || slice % 4 === 2 ? [...POLICIES].reverse() : POLICIES;
@@ -159,6 +205,7 @@ async function measureLevel(server, instances, concurrency) {
     const measured = slices.get(policy);
     const throughput = mean(measured.map((p) => p.throughput));
     return {
+      device,
       instances,
       concurrency,
       policy: String(policy),
@@ -173,6 +220,33 @@ async function measureLevel(server, instances, concurrency) {
       errors: measured.reduce((sum, p) => sum + p.errors, 0),
     };
   });
+}
+
+/**
+ * The open loop on one instance under auto: Poisson arrivals at each share of the capacity,
+ * then the first share again (the control).
+ */
+async function measureOpenLoop(server, device) {
+  const capacity = (MAX_BATCH / passMs(MAX_BATCH)) * 1000;
+  const shares = [...OPEN_LOOP_SHARES, OPEN_LOOP_SHARES[0]];
+  const points = [];
+  for (const [index, share] of shares.entries()) {
+    const offered = share * capacity;
+    const point = await measure(server, 1, 'auto', 0, { kind: 'rate', rate: offered, arrival: 'poisson' });
+    points.push({
+      device,
+      share,
+      control: index === shares.length - 1,
+      offered,
+      achievedRatio: point.throughput / offered,
+      p50OverT32: point.p50Ms / passMs(MAX_BATCH),
+      p99OverT32: point.p99Ms / passMs(MAX_BATCH),
+      averageBatch: point.averageBatch,
+      refused: point.refused,
+      errors: point.errors,
+    });
+  }
+  return points;
 }
 
 /**
@@ -230,7 +304,34 @@ function keepCoresAwake() {
   });
 }
 
-function verdicts(points, floor) {
+function verdicts(points, openLoop, floor) {
+  const list = [];
+  for (const device of DEVICES)
+    list.push(
+      ...deviceVerdicts(
+        device,
+        points.filter((p) => p.device === device),
+        floor,
+      ),
+    );
+  for (const point of openLoop.filter((p) => !p.control)) {
+    const where = `${point.device} open loop ${Math.round(point.share * 100)} %`;
+    list.push(
+      {
+        label: `${where}: achieved ÷ offered ${point.achievedRatio.toFixed(3)} ≥ ${AIMS.openAchieved}`,
+        met: point.achievedRatio >= AIMS.openAchieved,
+      },
+      {
+        label: `${where}: p99 ÷ T(32) ${point.p99OverT32.toFixed(2)} ≤ ${AIMS.openP99OverT32}`,
+        met: point.p99OverT32 <= AIMS.openP99OverT32,
+      },
+      { label: `${where}: refused ${point.refused}`, met: point.refused === 0 },
+    );
+  }
+  return list;
+}
+
+function deviceVerdicts(device, points, floor) {
   const at = (instances, concurrency, policy) =>
     points.find((p) => p.instances === instances && p.concurrency === concurrency && p.policy === policy);
   const list = [];
@@ -238,7 +339,7 @@ function verdicts(points, floor) {
     for (const concurrency of CONCURRENCY) {
       const fixed = ['0', '2000'].map((policy) => at(instances, concurrency, policy).ratio);
       const auto = at(instances, concurrency, 'auto');
-      const where = `${instances}×, K=${concurrency}`;
+      const where = `${device} ${instances}×, K=${concurrency}`;
       if (concurrency >= 32) {
         for (const policy of ['0', '2000', 'auto']) {
           const ratio = at(instances, concurrency, policy).ratio;
@@ -265,28 +366,36 @@ function verdicts(points, floor) {
     }
   }
   const one = at(1, 1, 'auto');
-  const added = one.p50Ms - passMs(1);
-  list.push({
-    label: `K=1 auto p50 − T(1) ${added.toFixed(2)} ≤ ${AIMS.addedP50Ms} ms`,
-    met: added <= AIMS.addedP50Ms,
-  });
-  const floorAdded = floor.p50Ms - passMs(1);
-  list.push({
-    label: `K=1 auto adds ${added.toFixed(2)} ms ≤ the floor's ${floorAdded.toFixed(2)} + ${AIMS.overFloorMs}`,
-    met: added <= floorAdded + AIMS.overFloorMs,
-  });
-  const scaling = at(2, 128, 'auto').throughput / at(1, 128, 'auto').throughput;
-  list.push({
-    label: `2 instances ÷ 1 at K=128 (auto) ${scaling.toFixed(2)} ≥ ${AIMS.twoInstances}`,
-    met: scaling >= AIMS.twoInstances,
-  });
+  if (one) {
+    const added = one.p50Ms - passMs(1);
+    list.push({
+      label: `${device} K=1 auto p50 − T(1) ${added.toFixed(2)} ≤ ${AIMS.addedP50Ms} ms`,
+      met: added <= AIMS.addedP50Ms,
+    });
+    const floorAdded = floor.p50Ms - passMs(1);
+    list.push({
+      label: `${device} K=1 auto adds ${added.toFixed(2)} ms ≤ the floor's ${floorAdded.toFixed(2)} + ${AIMS.overFloorMs}`,
+      met: added <= floorAdded + AIMS.overFloorMs,
+    });
+  }
+  const [one128, two128] = [at(1, 128, 'auto'), at(2, 128, 'auto')];
+  if (one128 && two128) {
+    const scaling = two128.throughput / one128.throughput;
+    list.push({
+      label: `${device} 2 instances ÷ 1 at K=128 (auto) ${scaling.toFixed(2)} ≥ ${AIMS.twoInstances}`,
+      met: scaling >= AIMS.twoInstances,
+    });
+  }
   return list;
 }
 
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-accelerator-'));
-const record = resultRecord('accelerator', flags, { settings, aims: AIMS, points: [], floor: null, verdicts: [] }, [
-  'undici',
-]);
+const record = resultRecord(
+  'accelerator',
+  flags,
+  { settings, aims: AIMS, points: [], openLoop: [], floor: null, verdicts: [] },
+  ['undici'],
+);
 /** `measure` with the keep-awake loops running, when asked for: the K = 1 figures. */
 async function awake(measure) {
   const loops = settings.keepAwake ? keepCoresAwake() : [];
@@ -302,23 +411,31 @@ try {
   const archives = await packArchives(dir);
   console.log(render.header(record));
   record.floor = await awake(() => measureFloor(dir));
-  for (const instances of INSTANCES) {
-    const server = await serveChild({ name: 'sim', archive: archives.get(instances), dir, pinned: settings.pinned });
-    try {
-      // Every K once at delay 0, unmeasured: the first passes at each size warm V8's hot path.
-      for (const concurrency of CONCURRENCY) await measure(server, instances, 0, concurrency);
-      for (const concurrency of CONCURRENCY) {
-        const level = await (concurrency === 1
-          ? awake(() => measureLevel(server, instances, concurrency))
-          : measureLevel(server, instances, concurrency));
-        record.points.push(...level);
-        console.log(render.level(level));
+  for (const device of DEVICES) {
+    for (const instances of INSTANCES) {
+      const archive = archives.get(`${device}:${instances}`);
+      const server = await serveChild({ name: 'sim', archive, dir, pinned: settings.pinned });
+      try {
+        // Every K once at delay 0, unmeasured: the first passes at each size warm V8's hot path.
+        for (const concurrency of CONCURRENCY) await measure(server, instances, 0, concurrency);
+        for (const concurrency of CONCURRENCY) {
+          const level = await (concurrency === 1
+            ? awake(() => measureLevel(server, device, instances, concurrency))
+            : measureLevel(server, device, instances, concurrency));
+          record.points.push(...level);
+          console.log(render.level(level));
+        }
+        if (instances === 1) {
+          const open = await measureOpenLoop(server, device);
+          record.openLoop.push(...open);
+          console.log(render.openLoop(open));
+        }
+      } finally {
+        await server.stop();
       }
-    } finally {
-      await server.stop();
     }
   }
-  record.verdicts = verdicts(record.points, record.floor);
+  record.verdicts = verdicts(record.points, record.openLoop, record.floor);
   console.log(render.summary(record));
   await writeResult(flags.json, record);
   exitOnMissed(flags, record.verdicts);

@@ -281,19 +281,30 @@ export const accelerator = {
       settings.keepAwake
         ? 'keep-awake: a nice-19 busy loop ran on each core while K = 1 and the floor were measured, so no vCPU halted between requests'
         : 'no keep-awake loops: low-load latency includes vCPU wake-ups (about 1 ms here)',
-      `device sim: T(B) = ${settings.cost.cMs} + ${settings.cost.mMs}·B ms, max_batch_size ${settings.maxBatchSize}, ` +
+      `devices ${(settings.devices ?? ['sim']).join(', ')}: T(B) = ${settings.cost.cMs} + ${settings.cost.mMs}·B ms, max_batch_size ${settings.maxBatchSize}, ` +
         `[1, 16] FP32 v2 JSON bodies, closed loop of K clients; auto with max_latency ${settings.maxLatencyMs} ms`,
       `each figure: ${settings.slices * 2} slices of ${settings.windows} × ${settings.windowMs} ms (A B B A), served ÷ the limit the device allows`,
       '',
     ].join('\n');
   },
   level(points) {
-    const [{ instances, concurrency, limit }] = points;
+    const [{ device = 'sim', instances, concurrency, limit }] = points;
     const cells = points.map(
       (p) =>
         `${p.policy === '2000' ? '2ms' : p.policy} ${fixed(p.ratio, 2)} (B ${fixed(p.averageBatch, 1)}, p50 ${fixed(p.p50Ms, 2)}, p99 ${fixed(p.p99Ms, 1)}${p.busyShare === null ? '' : `, busy ${fixed(p.busyShare, 2)}`}${p.refused > 0 ? `, ${p.refused} × 503` : ''})`,
     );
-    return `${instances}× K=${String(concurrency).padEnd(3)} limit ${fixed(limit, 0).padStart(4)}/s  ${cells.join('  ')}`;
+    return `${device.padEnd(8)} ${instances}× K=${String(concurrency).padEnd(3)} limit ${fixed(limit, 0).padStart(4)}/s  ${cells.join('  ')}`;
+  },
+  /** The open loop's lines: achieved ÷ offered, p50 and p99 ÷ T(32), refusals. */
+  openLoop(points) {
+    return points
+      .map(
+        (p) =>
+          `${p.device.padEnd(8)} open loop ${String(Math.round(p.share * 100)).padStart(2)} %${p.control ? ' again' : '      '} offered ${fixed(p.offered, 0).padStart(4)}/s  ` +
+          `achieved ÷ offered ${fixed(p.achievedRatio, 3)}  p50 ÷ T(32) ${fixed(p.p50OverT32, 2)}  p99 ÷ T(32) ${fixed(p.p99OverT32, 2)}  B ${fixed(p.averageBatch, 1)}` +
+          `${p.refused > 0 ? `  ${p.refused} × 503` : ''}${p.errors > p.refused ? `  ${p.errors} errors` : ''}`,
+      )
+      .join('\n');
   },
   summary(result) {
     const floorAdded = result.floor.p50Ms - (result.settings.cost.cMs + result.settings.cost.mMs);
@@ -310,12 +321,23 @@ export const accelerator = {
   render(result) {
     const byLevel = new Map();
     for (const point of result.points) {
-      const key = `${point.instances}:${point.concurrency}`;
+      const key = `${point.device ?? 'sim'}:${point.instances}:${point.concurrency}`;
       byLevel.set(key, [...(byLevel.get(key) ?? []), point]);
     }
-    return [this.header(result), ...[...byLevel.values()].map((level) => this.level(level)), this.summary(result)].join(
-      '\n',
-    );
+    const devices = result.settings.devices ?? ['sim'];
+    const openLoop = result.openLoop ?? [];
+    return [
+      this.header(result),
+      ...devices.flatMap((device) => [
+        ...[...byLevel.values()]
+          .filter(([point]) => (point.device ?? 'sim') === device)
+          .map((level) => this.level(level)),
+        ...(openLoop.some((p) => p.device === device)
+          ? [this.openLoop(openLoop.filter((p) => p.device === device))]
+          : []),
+      ]),
+      this.summary(result),
+    ].join('\n');
   },
 };
 

@@ -65,8 +65,10 @@ export class AutoPolicy implements BatchPolicy {
     traffic.returning.arrived(now, rows);
   }
 
-  dispatched(shapeKey: string): void {
+  /** A batch of `rows` left for an instance, expected to end at `endsAt` (undefined while the line cannot say). */
+  dispatched(shapeKey: string, now: number, rows: number, endsAt: number | undefined): void {
     this.#lastShape = shapeKey;
+    if (endsAt !== undefined) this.#of(shapeKey).returning.started(now, rows, endsAt);
   }
 
   /** A batch was answered: its rows are owed back, and the observer hears of a refit. */

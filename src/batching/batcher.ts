@@ -256,8 +256,8 @@ export class Batcher {
     for (const queued of batch) rows += queued.rows;
     this.#pool.runningRows += rows;
     this.#queueMoved();
-    this.#autoInForce?.dispatched(group.key);
-    this.#pool.dispatch(runner, batch, rows, this.#costs.expectedMs(group.key, rows));
+    const endsAt = this.#pool.dispatch(runner, batch, rows, this.#costs.expectedMs(group.key, rows));
+    this.#autoInForce?.dispatched(group.key, this.#clock.now(), rows, endsAt);
   }
 
   /** A batch came back: every policy's costs learn from it (the pool's expected free times need them); auto also counts its rows owed back. */

@@ -124,13 +124,22 @@ export class InstancePool {
     return freeIn;
   }
 
-  /** Sends a batch of `rows` to `runner`; `expectedMs` is how long it should hold it (undefined: unknown). */
-  dispatch(runner: BatchRunner, batch: readonly QueuedRequest[], rows: number, expectedMs: number | undefined): void {
+  /**
+   * Sends a batch of `rows` to `runner`; `expectedMs` is how long it should hold it (undefined:
+   * unknown). Returns when it is expected to end, or undefined.
+   */
+  dispatch(
+    runner: BatchRunner,
+    batch: readonly QueuedRequest[],
+    rows: number,
+    expectedMs: number | undefined,
+  ): number | undefined {
     const dispatchedAt = this.clock.now();
+    let endsAt: number | undefined;
     if (expectedMs !== undefined) {
       // Queued behind a running batch, it frees the instance that much later.
-      const from = Math.max(dispatchedAt, this.#expectedFreeAt.get(runner) ?? dispatchedAt);
-      this.#expectedFreeAt.set(runner, from + expectedMs);
+      endsAt = Math.max(dispatchedAt, this.#expectedFreeAt.get(runner) ?? dispatchedAt) + expectedMs;
+      this.#expectedFreeAt.set(runner, endsAt);
     }
     const sentAt = traceNow();
     this.running += 1;
@@ -143,6 +152,7 @@ export class InstancePool {
     void this.#execute(runner, batch, dispatchedAt, rows, toFree ? sentAt : undefined).finally(() =>
       this.events.answered(),
     );
+    return endsAt;
   }
 
   /** `sentAt` (trace-channels.ts's clock): when the batch left for an instance that was free, to learn the hand-over. */

@@ -34,7 +34,7 @@ test('FixedDelayPolicy: waits until the oldest request has waited max_queue_dela
   assert.deepEqual(policy.decide(view({ rows: 8, now: 1_000 })), { rows: 8, lookAgainAt: Infinity });
   const zero = new FixedDelayPolicy({ ...DEFAULT_POLICY, maxQueueDelayUs: 0 });
   assert.equal(zero.decide(view({ rows: 1 })).rows, 8, 'delay 0 takes what is queued');
-  assert.equal((policy as BatchPolicy).latencyRefusal, undefined, 'a fixed delay has no latency budget');
+  assert.equal('latencyRefusal' in (policy as BatchPolicy), false, 'a fixed delay has no latency budget');
 });
 
 /** An auto policy whose costs are seeded with T(B) = 5 + 0.5·B, as at load. */
@@ -89,7 +89,7 @@ test('AutoPolicy: refuses only what the queue ahead puts past max_latency, judgi
     policy.latencyRefusal({ shapeKey, rowsAhead, rows: 1, spentMs, freeInMs: [9] })?.message;
   assert.equal(ask(undefined, 20), undefined, 'nothing ran yet: no line to judge a reservation by');
   costs.of('a');
-  policy.dispatched('a');
+  policy.dispatched('a', 1_000, 1, undefined);
   // The instance frees in 9 ms; T(8) = 9 ms, T(1) = 5.5 ms.
   assert.equal(ask('a', 6), undefined, '7 rows: one batch, done at 17.5 ms');
   assert.match(

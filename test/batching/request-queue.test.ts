@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import FakeTimers from '@sinonjs/fake-timers';
-import type { SubmitResult } from '../../src/batching/batch-request.js';
 import type { Clock } from '../../src/batching/clock.js';
 import { RequestQueue } from '../../src/batching/request-queue.js';
 import { req } from './harness.js';
@@ -26,7 +25,7 @@ function queueOn(priorityLevels = 2) {
       level: options.level ?? priorityLevels,
       timeoutUs: options.timeoutUs ?? 0,
       signal: options.signal,
-      resolve: (_: SubmitResult) => undefined,
+      resolve: () => undefined,
       reject: (error: unknown) => errors.push((error as { code: string }).code),
     });
   return { fake, queue, add, left, errors };
