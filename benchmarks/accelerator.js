@@ -69,6 +69,8 @@ const CONCURRENCY = listOf(extra.concurrency, [1, 4, 16, 32, 64, 128]);
 const INSTANCES = listOf(extra.instances, [1, 2]);
 const DEVICES = listOf(extra.devices, ['sim', 'blocking'], String);
 const OPEN_LOOP_SHARES = [0.5, 0.8, 0.95];
+/** Two instances only where an aim judges them: below K = 16 they mostly share one batch's clients. */
+const levelsFor = (instances) => CONCURRENCY.filter((concurrency) => instances === 1 || concurrency >= 16);
 const CONTROL = '0 again';
 const POLICIES = [0, 2_000, 'auto', CONTROL];
 const AIMS = {
@@ -335,7 +337,7 @@ function deviceVerdicts(device, points, floor) {
     points.find((p) => p.instances === instances && p.concurrency === concurrency && p.policy === policy);
   const list = [];
   for (const instances of INSTANCES) {
-    for (const concurrency of CONCURRENCY) {
+    for (const concurrency of levelsFor(instances)) {
       const fixed = ['0', '2000'].map((policy) => at(instances, concurrency, policy).ratio);
       const auto = at(instances, concurrency, 'auto');
       const where = `${device} ${instances}×, K=${concurrency}`;
@@ -407,8 +409,8 @@ try {
       const server = await serveChild({ name: 'sim', archive, dir, pinned: settings.pinned });
       try {
         // Every K once at delay 0, unmeasured: the first passes at each size warm V8's hot path.
-        for (const concurrency of CONCURRENCY) await measure(server, instances, 0, concurrency);
-        for (const concurrency of CONCURRENCY) {
+        for (const concurrency of levelsFor(instances)) await measure(server, instances, 0, concurrency);
+        for (const concurrency of levelsFor(instances)) {
           const level = await (concurrency === 1
             ? awake(() => measureLevel(server, device, instances, concurrency))
             : measureLevel(server, device, instances, concurrency));

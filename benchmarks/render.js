@@ -275,15 +275,15 @@ export const accelerator = {
     const { settings } = result;
     return [
       ...environmentLines(result),
-      settings.pinned
-        ? 'server pinned to CPU 0 (taskset -c 0), client (this process) on CPU 1'
-        : 'not pinned (taskset missing or a single CPU): figures include CPU contention with the server',
-      settings.keepAwake
-        ? 'keep-awake: a nice-19 busy loop ran on each core while K = 1 and the floor were measured, so no vCPU halted between requests'
-        : 'no keep-awake loops: low-load latency includes vCPU wake-ups (about 1 ms here)',
+      (settings.pinned
+        ? 'server pinned to CPU 0 (taskset -c 0), client (this process) on CPU 1; '
+        : 'not pinned (taskset missing or a single CPU): figures include CPU contention with the server; ') +
+        (settings.keepAwake
+          ? 'keep-awake: a nice-19 busy loop ran on each core while K = 1 and the floor were measured'
+          : 'no keep-awake loops: low-load latency includes vCPU wake-ups (about 1 ms here)'),
       `devices ${(settings.devices ?? ['sim']).join(', ')}: T(B) = ${settings.cost.cMs} + ${settings.cost.mMs}·B ms, max_batch_size ${settings.maxBatchSize}, ` +
-        `[1, 16] FP32 v2 JSON bodies, closed loop of K clients; auto with max_latency ${settings.maxLatencyMs} ms`,
-      `each figure: ${settings.slices * 2} slices of ${settings.windows} × ${settings.windowMs} ms (A B B A), served ÷ the limit the device allows`,
+        `[1, 16] FP32 v2 JSON bodies, closed loop of K clients; auto with max_latency ${settings.maxLatencyMs} ms; ` +
+        `each figure: ${settings.slices * 2} slices of ${settings.windows} × ${settings.windowMs} ms (A B B A), served ÷ the limit the device allows`,
       '',
     ].join('\n');
   },
@@ -295,16 +295,14 @@ export const accelerator = {
     );
     return `${device.padEnd(8)} ${instances}× K=${String(concurrency).padEnd(3)} limit ${fixed(limit, 0).padStart(4)}/s  ${cells.join('  ')}`;
   },
-  /** The open loop's lines: achieved ÷ offered, p50 and p99 ÷ T(32), refusals. */
+  /** A device's open loop in one line: per share of capacity, achieved ÷ offered (p50 and p99 ÷ T(32), mean batch, refusals). */
   openLoop(points) {
-    return points
-      .map(
-        (p) =>
-          `${p.device.padEnd(8)} open loop ${String(Math.round(p.share * 100)).padStart(2)} %${p.control ? ' again' : '      '} offered ${fixed(p.offered, 0).padStart(4)}/s  ` +
-          `achieved ÷ offered ${fixed(p.achievedRatio, 3)}  p50 ÷ T(32) ${fixed(p.p50OverT32, 2)}  p99 ÷ T(32) ${fixed(p.p99OverT32, 2)}  B ${fixed(p.averageBatch, 1)}` +
-          `${p.refused > 0 ? `  ${p.refused} × 503` : ''}${p.errors > p.refused ? `  ${p.errors} errors` : ''}`,
-      )
-      .join('\n');
+    const cells = points.map(
+      (p) =>
+        `${Math.round(p.share * 100)} %${p.control ? ' again' : ''} ${fixed(p.achievedRatio, 3)} (p50 ${fixed(p.p50OverT32, 2)}, p99 ${fixed(p.p99OverT32, 2)}, B ${fixed(p.averageBatch, 1)}` +
+        `${p.refused > 0 ? `, ${p.refused} × 503` : ''}${p.errors > p.refused ? `, ${p.errors} errors` : ''})`,
+    );
+    return `${points[0].device.padEnd(8)} open loop, 1×, auto: achieved ÷ offered (p50, p99 ÷ T(32))  ${cells.join('  ')}`;
   },
   summary(result) {
     const floorAdded = result.floor.p50Ms - (result.settings.cost.cMs + result.settings.cost.mMs);
@@ -312,15 +310,19 @@ export const accelerator = {
     const missed = result.verdicts.filter(({ met }) => !met);
     return [
       '',
-      `floor (bare node:http waiting T(1)) at K=1: p50 ${fixed(result.floor.p50Ms, 2)} ms, adds ${fixed(floorAdded, 2)} ms`,
-      `aims met: ${result.verdicts.filter(({ met }) => met).length} of ${result.verdicts.length}` +
+      `floor (bare node:http waiting T(1)) at K=1: p50 ${fixed(result.floor.p50Ms, 2)} ms, adds ${fixed(floorAdded, 2)} ms; ` +
+        `aims met: ${result.verdicts.filter(({ met }) => met).length} of ${result.verdicts.length}` +
         (missed.length === 0 ? '' : `; MISSED ${missed.length}:`),
-      ...wrapped(missed.map(({ label }) => label)),
+      ...wrapped(
+        missed.map(({ label }) => label),
+        200,
+      ),
     ].join('\n');
   },
   render(result) {
     const byLevel = new Map();
-    for (const point of result.points) {
+    // Two instances below K = 16 are no longer measured (accelerator.js, levelsFor); older results had them.
+    for (const point of result.points.filter((p) => p.instances === 1 || p.concurrency >= 16)) {
       const key = `${point.device ?? 'sim'}:${point.instances}:${point.concurrency}`;
       byLevel.set(key, [...(byLevel.get(key) ?? []), point]);
     }
