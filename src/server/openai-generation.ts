@@ -133,8 +133,8 @@ function responseFormatOf(value: unknown): ResponseFormat | undefined {
   return { type: 'json_schema', schema: schema as Fields };
 }
 
-/** The fields both routes share; those this server does not do are refused, not ignored. */
-function commonFields(
+/** The fields both routes (and Triton's generate) share; those this server does not do are refused, not ignored. */
+export function commonFields(
   fields: Fields,
   kind: GenerationCall['kind'],
   prompt: string,
@@ -289,7 +289,10 @@ function usageOf(result: GenerationResult): Fields {
 }
 
 /** The prompt as `model` tokenizes it, and the tokens it may answer with, checked against its limits. */
-function generationRequest(model: LoadedModel, call: GenerationCall): Omit<GenerationRequest, 'signal' | 'onText'> {
+export function generationRequest(
+  model: LoadedModel,
+  call: GenerationCall,
+): Omit<GenerationRequest, 'signal' | 'onText'> {
   const generator = generatorOf(model);
   const { options, chat } = generator;
   if (call.maxTokens !== undefined && call.maxTokens > options.max_new_tokens) {
