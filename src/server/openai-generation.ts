@@ -300,6 +300,11 @@ export function generationRequest(
       `"max_tokens" ${call.maxTokens} is over this model's max_new_tokens of ${options.max_new_tokens}`,
     );
   }
+  const vocab = model.config.outputs.find((output) => output.name === generator.layout.logits)?.shape[2] ?? -1;
+  const outside = vocab > 0 ? call.logitBias.find(([id]) => id >= vocab) : undefined;
+  if (outside) {
+    throw new InferenceInputError(`"logit_bias" names token ${outside[0]}; this model's ids run to ${vocab - 1}`);
+  }
   const promptIds =
     call.kind === 'chat'
       ? generator.tokenizer.encode(chat.render(call.messages), { add_special_tokens: chat.addSpecialTokens }).ids

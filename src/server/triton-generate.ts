@@ -34,7 +34,8 @@ export function tritonGenerateRoutes(options: InferenceApiOptions): Route[] {
   const generate =
     (stream: boolean): RouteHandler =>
     async (req, res, [name, version], url) => {
-      requireMediaType(req, ['application/json']);
+      // Triton's own examples send the JSON with `curl -d`, which labels it a form.
+      requireMediaType(req, ['application/json', 'application/x-www-form-urlencoded']);
       let call: GenerationCall | undefined;
       try {
         await infer(restHead(req, res, name as string, version, url), {
