@@ -440,7 +440,11 @@ test('generation.kv_cache_bytes: a request whose cache could never fit is a 400 
 function adjusted(
   prompt: string,
   maxTokens: number,
-  { presence = 0, frequency = 0, bias = {} as Record<number, number> } = {},
+  {
+    presence = 0,
+    frequency = 0,
+    bias = {},
+  }: { presence?: number; frequency?: number; bias?: Record<number, number> } = {},
 ): { text: string; ids: number[]; logprobs: number[] } {
   const promptIds = expectedIds(prompt, { specialTokens: false });
   const logprobs: number[] = [];
