@@ -9,16 +9,21 @@
 //    32-token user turn each, to a server with prefix caching (the default) and one with
 //    generation.prefix_cache_bytes 0; time to first token p50. Phases cached, uncached, uncached,
 //    cached; the control is cached ÷ cached. Aim: cached ÷ uncached ≤ 0.3, the same answers.
-// Server on CPU 0 and this process on CPU 1 where taskset is. Usage: node benchmarks/generation-controls.js [--quick]
+// Server on CPU 0 and this process on CPU 1 where taskset is. Writes
+// benchmarks/results/generation-controls.json (results.js: --quick, --check, --json).
+// Usage: npm run bench:controls [-- --quick]   (about 3 min; --quick 1)
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent } from 'undici';
 import { benchDecoder, packDecoderArchive } from './bench-decoder.js';
 import { streamCompletion } from './completion-stream.js';
+import { generationControls as render } from './render.js';
+import { benchFlags, exitOnMissed, resultRecord, writeResult } from './results.js';
 import { CAN_PIN, pinSelfOffServerCpu, serveChild } from './serve-child.js';
 
-const quick = process.argv.includes('--quick');
+const flags = benchFlags('generation-controls');
+const { quick } = flags;
 const { mulberry32 } = await import('../dist/src/core/random.js');
 const { loadTokenizer } = await import('../dist/src/handlers/text-tokens.js');
 
@@ -131,6 +136,7 @@ if (CAN_PIN) pinSelfOffServerCpu();
 const decoder = await benchDecoder();
 const dir = await mkdtemp(join(tmpdir(), 'batchserve-generation-controls-'));
 const dispatcher = new Agent({ connections: 64 });
+const figures = {};
 try {
   const tokenizerFile = join(dir, 'tokenizer.json');
   const json = byteLevelTokenizer();
@@ -167,17 +173,21 @@ try {
         const run = await decodeRate(cached, prompts, kind === 'json' ? json : undefined, dispatcher);
         if (kind === 'json')
           for (const text of run.texts) if (!text.startsWith('{')) throw new Error(`not JSON: ${text}`);
-        runs.push({ kind, tokensPerSecond: run.tokensPerSecond, tokens: run.tokens });
-        console.log(`  ${kind}: ${run.tokensPerSecond.toFixed(1)} tokens/s (${run.tokens} tokens)`);
+        runs.push({ round, kind, tokensPerSecond: run.tokensPerSecond, tokens: run.tokens });
+        console.log(`  round ${round + 1} ${kind}: ${run.tokensPerSecond.toFixed(1)} tokens/s (${run.tokens} tokens)`);
       }
     }
-    const mean = (kind) => median(runs.filter((run) => run.kind === kind).map((run) => run.tokensPerSecond));
-    const free = runs.filter((run) => run.kind === 'free');
-    const control = free[0].tokensPerSecond / free[1].tokensPerSecond;
-    const ratio = mean('json') / mean('free');
-    console.log(
-      `constrained decoding, B = ${BATCH}: json ÷ free ${ratio.toFixed(3)} (aim ≥ ${AIM.constrained}); control free ÷ free ${control.toFixed(3)}`,
-    );
+    const rate = (kind) => median(runs.filter((run) => run.kind === kind).map((run) => run.tokensPerSecond));
+    const rounds = Array.from({ length: ROUNDS }, (_, round) => {
+      const of = (kind) => runs.filter((run) => run.round === round && run.kind === kind);
+      const [free1, free2] = of('free');
+      const [json1, json2] = of('json');
+      return {
+        ratio: (json1.tokensPerSecond + json2.tokensPerSecond) / (free1.tokensPerSecond + free2.tokensPerSecond),
+        control: free2.tokensPerSecond / free1.tokensPerSecond,
+      };
+    });
+    figures.constrained = { free: rate('free'), json: rate('json'), ratio: rate('json') / rate('free'), rounds, runs };
 
     // Part 2: prefix caching, the same server against one without.
     const uncached = await serve('uncached', await pack('uncached', 0));
@@ -188,22 +198,36 @@ try {
       await ttftP50(cached, system, warm, dispatcher);
       await ttftP50(uncached, system, warm, dispatcher);
       const phases = [];
-      for (const [kind, server] of [
-        ['cached', cached],
-        ['uncached', uncached],
-        ['uncached', uncached],
-        ['cached', cached],
-      ]) {
-        const phase = await ttftP50(server, system, turns, dispatcher);
-        phases.push({ kind, ...phase });
-        console.log(`  ${kind}: TTFT p50 ${phase.p50.toFixed(1)} ms`);
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const [kind, server] of [
+          ['cached', cached],
+          ['uncached', uncached],
+          ['uncached', uncached],
+          ['cached', cached],
+        ]) {
+          const phase = await ttftP50(server, system, turns, dispatcher);
+          phases.push({ round, kind, p50Ms: phase.p50, texts: phase.texts });
+          console.log(`  round ${round + 1} ${kind}: TTFT p50 ${phase.p50.toFixed(1)} ms`);
+        }
       }
-      const p50 = (kind) => median(phases.filter((phase) => phase.kind === kind).map((phase) => phase.p50));
-      const same = phases.every((phase) => JSON.stringify(phase.texts) === JSON.stringify(phases[0].texts));
-      const cachedPhases = phases.filter((phase) => phase.kind === 'cached');
-      console.log(
-        `prefix caching, ${SYSTEM_TOKENS}-token system prompt + ${TURN_TOKENS}-token turns: TTFT p50 cached ÷ uncached ${(p50('cached') / p50('uncached')).toFixed(3)} (aim ≤ ${AIM.prefixTtft}); control cached ÷ cached ${(cachedPhases[1].p50 / cachedPhases[0].p50).toFixed(3)}; same answers: ${same}`,
-      );
+      const p50 = (kind) => median(phases.filter((phase) => phase.kind === kind).map((phase) => phase.p50Ms));
+      const rounds = Array.from({ length: ROUNDS }, (_, round) => {
+        const of = (kind) => phases.filter((phase) => phase.round === round && phase.kind === kind);
+        const [cached1, cached2] = of('cached');
+        const [uncached1, uncached2] = of('uncached');
+        return {
+          ratio: (cached1.p50Ms + cached2.p50Ms) / (uncached1.p50Ms + uncached2.p50Ms),
+          control: cached2.p50Ms / cached1.p50Ms,
+        };
+      });
+      figures.prefix = {
+        cachedMs: p50('cached'),
+        uncachedMs: p50('uncached'),
+        ratio: p50('cached') / p50('uncached'),
+        sameAnswers: phases.every((phase) => JSON.stringify(phase.texts) === JSON.stringify(phases[0].texts)),
+        rounds,
+        phases: phases.map(({ texts: _texts, ...phase }) => phase),
+      };
     } finally {
       await uncached.stop();
     }
@@ -214,3 +238,30 @@ try {
   await dispatcher.close();
   await rm(dir, { recursive: true, force: true });
 }
+
+const verdicts = [
+  {
+    label: `constrained decoding at B = ${BATCH}: json ÷ free decode tokens/s ${figures.constrained.ratio.toFixed(3)} ≥ ${AIM.constrained}`,
+    met: figures.constrained.ratio >= AIM.constrained,
+  },
+  {
+    label: `prefix caching: TTFT p50 cached ÷ uncached ${figures.prefix.ratio.toFixed(3)} ≤ ${AIM.prefixTtft}, the same answers`,
+    met: figures.prefix.ratio <= AIM.prefixTtft && figures.prefix.sameAnswers,
+  },
+];
+const record = resultRecord('generation-controls', flags, {
+  settings: {
+    pinned: CAN_PIN,
+    batch: BATCH,
+    newTokens: NEW_TOKENS,
+    systemTokens: SYSTEM_TOKENS,
+    turnTokens: TURN_TOKENS,
+    turns: TURNS,
+    rounds: ROUNDS,
+  },
+  ...figures,
+  verdicts,
+});
+console.log(`\n${render.render(record)}`);
+await writeResult(flags.json, record);
+exitOnMissed(flags, verdicts);
