@@ -226,7 +226,7 @@ try {
         ratio: p50('cached') / p50('uncached'),
         sameAnswers: phases.every((phase) => JSON.stringify(phase.texts) === JSON.stringify(phases[0].texts)),
         rounds,
-        phases: phases.map(({ texts: _texts, ...phase }) => phase),
+        phases: phases.map(({ round, kind, p50Ms }) => ({ round, kind, p50Ms })),
       };
     } finally {
       await uncached.stop();
