@@ -525,10 +525,8 @@ export const generationControls = {
       list.map((round) => `${fixed(round.ratio, 3)} (control ${fixed(round.control, 3)})`).join(', ');
     return [
       ...environmentLines(result),
-      settings.pinned
-        ? 'server on CPU 0 (taskset -c 0), client on CPU 1, one intra-op thread'
-        : 'not pinned (taskset missing or a single CPU), one intra-op thread',
-      `bench decoder with a byte-level BPE tokenizer of its 1,024 ids; ${settings.rounds} round(s)`,
+      `${settings.pinned ? 'server on CPU 0 (taskset -c 0), client on CPU 1' : 'not pinned (taskset missing or a single CPU)'}, one intra-op thread; ` +
+        `bench decoder with a byte-level BPE tokenizer of its 1,024 ids; ${settings.rounds} round(s)`,
       `constrained decoding: ${settings.batch} streams at once, 32-token prompts, ${settings.newTokens} tokens greedy, free against bound to a JSON schema (free, json, json, free)`,
       `  decode tokens/s free ${fixed(constrained.free, 0)}, json ${fixed(constrained.json, 0)}: ${fixed(constrained.ratio, 3)}; by round ${rounds(constrained.rounds)}`,
       `prefix caching: one at a time, a ${settings.systemTokens}-token system prompt and ${settings.turns} ${settings.turnTokens}-token turns (cached, uncached, uncached, cached)`,
