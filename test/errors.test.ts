@@ -17,7 +17,7 @@ test('docs/errors.md lists exactly the error codes, with their exit codes, HTTP 
 
 test('each code of the table has one error class, made from its line', () => {
   for (const ErrorClass of errorClasses) {
-    const line = ERRORS[ErrorClass.code as keyof typeof ERRORS];
+    const line = ERRORS[ErrorClass.code];
     assert.ok(line, `${ErrorClass.name}: add ${ErrorClass.code} to ERRORS in src/core/errors.ts`);
     const [http, grpc, exit] = line;
     assert.deepEqual([ErrorClass.httpStatus, ErrorClass.grpcStatus, ErrorClass.exitCode], [http, grpc, exit]);
