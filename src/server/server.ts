@@ -21,6 +21,7 @@ import { KeyRing } from './auth.js';
 import { withApiDescription } from './api-description.js';
 import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
 import { openAiRoutes } from './openai-api.js';
+import { tritonGenerateRoutes } from './triton-generate.js';
 import { inferenceCall, outcomeRecorder } from './inference-call.js';
 import { PredictionLogs } from './prediction-logging.js';
 import { GrpcInferenceApi } from './grpc-api.js';
@@ -186,7 +187,11 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       infer,
       logs: predictionLogs,
     };
-    const inference = [...inferenceRoutes(inferenceOptions), ...openAiRoutes(inferenceOptions)];
+    const inference = [
+      ...inferenceRoutes(inferenceOptions),
+      ...tritonGenerateRoutes(inferenceOptions),
+      ...openAiRoutes(inferenceOptions),
+    ];
     const management = managementRoutes({
       repository,
       traffic: control,
