@@ -19,6 +19,7 @@ import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
 import { KeyRing } from './auth.js';
 import { withApiDescription } from './api-description.js';
+import { clientWentAway } from './client-gone.js';
 import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
 import { openAiRoutes } from './openai-api.js';
 import { outcomeRecorder } from './request-outcome.js';
@@ -155,7 +156,9 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
           await route.handle(req, res, params, url);
         } catch (error) {
           sendError(res, error);
-          if (!(error instanceof BatchserveError)) logger.error({ err: error, path: url.pathname }, 'request failed');
+          if (clientWentAway(req, error)) logger.debug({ path: url.pathname, err: String(error) }, 'client went away');
+          else if (!(error instanceof BatchserveError))
+            logger.error({ err: error, path: url.pathname }, 'request failed');
         } finally {
           inFlight -= 1;
           const seconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -231,8 +234,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
 
     if (modelControl === 'poll') {
       poll = new RepositoryPoll(repository, config.repository_poll_secs * 1000, (report) => {
-        for (const { name, version } of report.loaded) logger.info({ model: name, version }, 'model loaded (poll)');
-        for (const { name, version } of report.unloaded) logger.info({ model: name, version }, 'model unloaded (poll)');
+        // Loads and unloads are logged by the repository, as every other one is.
         for (const { name, message } of report.failed)
           logger.error({ model: name, err: message }, 'poll: model failed');
       });
@@ -413,7 +415,6 @@ async function loadStartupModels(
       }
       loaded.add(resolve(archive.path));
       for (const note of model.deviceNotes) logger.info({ model: model.name, version: model.version }, note);
-      logger.info({ model: model.name, version: model.version, seconds: model.loadSeconds }, 'model loaded');
       if (model.manifest.model.accuracy?.passed === false) {
         const { precision } = model.manifest.model;
         logger.warn(
