@@ -123,6 +123,21 @@ export function registerServe(program: Command): void {
         "TorchServe's config.properties: its addresses, model_store, load_models, max_request_size and token keys, under --config and the flags; other keys are named at start",
       ),
     )
+    .addOption(flag('--tls-cert <file.pem>', "TLS on every port (https, grpcs): the server's certificate chain, PEM"))
+    .addOption(flag('--tls-key <file.pem>', "the certificate's private key, PEM (not encrypted)"))
+    .addOption(
+      flag(
+        '--tls-client-ca <file.pem>',
+        'require client certificates signed by these CAs (mutual TLS) on the --tls-client-auth APIs',
+      ),
+    )
+    .addOption(
+      flag(
+        '--tls-client-auth <apis...>',
+        'with --tls-client-ca, the APIs that require a client certificate: inference, management, metrics, grpc (default management)',
+        commaList,
+      ),
+    )
     .addOption(
       flag(
         '--auth-mode <mode>',

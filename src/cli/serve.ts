@@ -42,6 +42,10 @@ export interface ServeCommandOptions {
   keyFile?: string;
   authMode?: 'single' | 'torchserve';
   tsConfig?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsClientCa?: string;
+  tlsClientAuth?: string[];
   stateFile?: string;
   predictionLog?: string;
   modelControl?: string;
@@ -76,7 +80,9 @@ export async function runServe(options: ServeCommandOptions, origin: OptionOrigi
   }
   for (const warning of propertyWarnings)
     server.logger.warn({ file: options.tsConfig }, `config.properties: ${warning}`);
-  // Listening before the block is printed: whoever reads it may signal at once.
+  // Listening before the block is printed: whoever reads it may signal at once. SIGHUP, which
+  // would end the process, reloads the certificates instead when there are some.
+  if (server.tls) process.on('SIGHUP', () => void server.reloadTls());
   const stopped = new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
@@ -170,7 +176,15 @@ async function resolveConfig(
     ...(options.keyFile ? { key_file: options.keyFile } : {}),
     ...(options.authMode ? { mode: options.authMode } : {}),
   };
-  const raw: Record<string, unknown> = { ...fromFile, ...flags, auth };
+  const tls = {
+    ...(properties?.config.tls as object),
+    ...(fromFile.tls ?? {}),
+    ...(options.tlsCert ? { cert: options.tlsCert } : {}),
+    ...(options.tlsKey ? { key: options.tlsKey } : {}),
+    ...(options.tlsClientCa ? { client_ca: options.tlsClientCa } : {}),
+    ...(options.tlsClientAuth ? { client_auth: options.tlsClientAuth } : {}),
+  };
+  const raw: Record<string, unknown> = { ...fromFile, ...flags, auth, ...(Object.keys(tls).length > 0 ? { tls } : {}) };
   // A storageUri naming one archive: that archive is what there is to serve.
   const models = raw.models;
   if (

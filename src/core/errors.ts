@@ -368,6 +368,16 @@ export class PortInUseError extends BatchserveError {
   declare readonly code: typeof PortInUseError.code;
 }
 
+/**
+ * A TLS file (a certificate, a key, a CA bundle) that cannot be used: unreadable, not PEM, an
+ * encrypted key, or a key that is not the certificate's. The message names the file. At
+ * `serve` it stops the start; on a SIGHUP reload it is logged and the certificates in use stay.
+ */
+export class TlsFileError extends BatchserveError {
+  static override readonly code = 'BS_ERR_TLS_FILE';
+  declare readonly code: typeof TlsFileError.code;
+}
+
 // --- management clients ----------------------------------------------------
 
 /** A CLI command's call to the management API failed: unreachable, or answered with an error. */
@@ -522,6 +532,7 @@ export const errorClasses = [
   ForbiddenError,
   ModelStoreReadOnlyError,
   PortInUseError,
+  TlsFileError,
   ManagementCallError,
   BenchGateError,
   AccuracyGateError,

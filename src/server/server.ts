@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
@@ -30,6 +30,7 @@ import { HttpConnections } from './http-connections.js';
 import { managementRoutes } from './management-api.js';
 import { apiPorts, bindError, checkPortsFree, type ApiPort } from './ports.js';
 import type { ServerConfig } from './server-config.js';
+import { createApiServer, reloadTls, ServerTls } from './tls.js';
 import { createWorkFolder, removeWorkFolder } from './work-dir.js';
 import { RoutingStateFile } from '../traffic/routing-state.js';
 import { TrafficControl } from '../traffic/traffic-control.js';
@@ -44,7 +45,7 @@ export interface ApiAddresses {
   readonly inference: string;
   readonly management: string;
   readonly metrics: string;
-  /** `grpc://host:port`. */
+  /** `grpc://host:port`, or `grpcs://host:port` with TLS. */
   readonly grpc: string;
 }
 
@@ -54,6 +55,13 @@ export interface BatchServer {
   readonly metrics: ServerMetrics;
   readonly traffic: TrafficControl;
   readonly logger: Logger;
+  /** The certificates every port serves; undefined without TLS. */
+  readonly tls: ServerTls | undefined;
+  /**
+   * Reads the TLS files again (SIGHUP): new connections get the new certificates, open ones
+   * keep theirs. Logs the outcome; false when there is no TLS or the files did not check.
+   */
+  reloadTls(): Promise<boolean>;
   /** The management token (key) at start; undefined with auth disabled. */
   readonly token: string | undefined;
   /** Where a generated token (or TorchServe's keys) was written. */
@@ -78,6 +86,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   const logger = given ?? pino({ level: config.log_level, base: { pid: process.pid } }, pino.destination(2));
   const workRoot = resolve(config.work_dir ?? tmpdir());
   refuseWritesIntoStore(config, workRoot);
+  const tls = config.tls ? await ServerTls.open(config.tls) : undefined;
   // Before anything is loaded or created: a taken port fails at once.
   await checkPortsFree(config);
   const metrics = new ServerMetrics({
@@ -201,7 +210,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     ];
     const ports = apiPorts(config);
     const listen = async (routes: Route[], port: ApiPort): Promise<string> => {
-      const server = createServer(httpLimits(config), handle(routes));
+      const server = createApiServer(port.api, tls, httpLimits(config), handle(routes));
       server.maxConnections = config.max_connections;
       servers.push(server);
       connections.push(new HttpConnections(server));
@@ -212,7 +221,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       });
       const address = server.address() as AddressInfo;
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-      return `http://${host}:${address.port}`;
+      return `${tls ? 'https' : 'http'}://${host}:${address.port}`;
     };
     const grpcApi = new GrpcInferenceApi({
       repository,
@@ -229,7 +238,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       inference: await listen(withApiDescription(inference, 'batchserve inference API'), ports.inference),
       management: await listen(withApiDescription(management, 'batchserve management API'), ports.management),
       metrics: await listen(metricsRoutes, ports.metrics),
-      grpc: (grpc = await startGrpcServer(config, grpcApi, ports.grpc)).url,
+      grpc: (grpc = await startGrpcServer(config, grpcApi, ports.grpc, tls)).url,
     };
 
     if (modelControl === 'poll') {
@@ -267,6 +276,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       metrics,
       traffic: control,
       logger,
+      tls,
+      reloadTls: () => reloadTls(tls, logger),
       token,
       keyFile,
       keys,

@@ -4,7 +4,7 @@ import { ModelLoadError } from '../core/errors.js';
 import { formatDuration } from '../config/schema-kit.js';
 import { latencyBudgetUs, type LoadedModel } from '../repository/loaded-model.js';
 import { BATCHSERVE_VERSION } from '../version.js';
-import type { ServerConfig } from './server-config.js';
+import type { ServerConfig, TlsConfig } from './server-config.js';
 import type { ApiAddresses, BatchServer } from './server.js';
 
 /** The line after which the block lists models; the URLs are all known by then. */
@@ -29,6 +29,7 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig): s
     `  management  ${urls.management}   /models (${auth})`,
     `  metrics     ${urls.metrics}/metrics`,
     `  grpc        ${urls.grpc}   KServe v2 / Triton inference.GRPCInferenceService, health, reflection`,
+    ...(config.tls ? [`  tls         ${describeTls(config.tls)}`] : []),
     `  work dir    ${server.workDir}`,
     ...(config.prediction_log === undefined ? [] : [`  predictions ${resolve(config.prediction_log)}/<model>/`]),
     '  models',
@@ -61,6 +62,7 @@ export function renderStartupLine(server: BatchServer, config: ServerConfig, now
             ? 'key_file'
             : 'config',
     ...(server.keyFile ? { keyFile: server.keyFile } : {}),
+    ...(config.tls ? { tls: tlsRecord(config.tls) } : {}),
     workDir: server.workDir,
     ...(config.prediction_log === undefined ? {} : { predictionLog: resolve(config.prediction_log) }),
     models: server.repository.list().map((model) => ({
@@ -80,6 +82,23 @@ export function renderStartupLine(server: BatchServer, config: ServerConfig, now
     msg: STARTUP_MESSAGE,
   };
   return `${JSON.stringify(record)}\n`;
+}
+
+/** The certificate, and where client certificates are required. */
+function describeTls(tls: TlsConfig): string {
+  const clients =
+    tls.client_ca === undefined
+      ? ''
+      : `; client certificates from ${resolve(tls.client_ca)} required on ${tls.client_auth.join(', ')}`;
+  return `${resolve(tls.cert)} on every port, TLS 1.2+, reloaded on SIGHUP${clients}`;
+}
+
+/** The JSON line's `tls`: the URLs' schemes say which ports, this what they serve and ask. */
+function tlsRecord(tls: TlsConfig): Record<string, unknown> {
+  return {
+    cert: resolve(tls.cert),
+    ...(tls.client_ca === undefined ? {} : { clientCa: resolve(tls.client_ca), clientAuth: tls.client_auth }),
+  };
 }
 
 /** `2000 µs`, or `auto (max_latency 30s)`. */
@@ -121,13 +140,13 @@ function describeModel(model: LoadedModel): string {
  */
 export function parseStartupUrls(output: string): ApiAddresses | undefined {
   if (output.includes(MODELS_HEADING)) {
-    const url = (name: string, scheme = 'http'): string =>
+    const url = (name: string, scheme = 'https?'): string =>
       new RegExp(`${name}\\s+(${scheme}://\\S+)`).exec(output)?.[1] ?? '';
     return {
       inference: url('inference'),
       management: url('management'),
       metrics: url('metrics'),
-      grpc: url('grpc', 'grpc'),
+      grpc: url('grpc', 'grpcs?'),
     };
   }
   for (const line of output.split('\n')) {
