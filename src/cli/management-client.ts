@@ -1,20 +1,29 @@
 import { readFile } from 'node:fs/promises';
-import { request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { ManagementCallError } from '../core/errors.js';
 import type { ManagementTargetOptions } from './options.js';
+import { readTlsClient } from './tls-options.js';
 
 export interface ManagementTarget {
   readonly url: string;
   readonly token: string | undefined;
+  /** With --tls-ca or a client certificate: the connections that trust and present them. */
+  readonly dispatcher?: Dispatcher;
 }
 
 /**
- * The management URL and token a CLI command uses: `--token`, else $BATCHSERVE_TOKEN, else
- * the key file (`--token-file`, or ./batchserve.key where `serve` writes it by default).
+ * The management URL, token and TLS files a CLI command uses: `--token`, else
+ * $BATCHSERVE_TOKEN, else the key file (`--token-file`, or ./batchserve.key where `serve`
+ * writes it by default).
  */
 export async function managementTarget(options: ManagementTargetOptions): Promise<ManagementTarget> {
   const token = options.token ?? process.env.BATCHSERVE_TOKEN ?? (await readToken(options.tokenFile));
-  return { url: options.managementUrl.replace(/\/+$/, ''), token };
+  const tls = await readTlsClient(options);
+  return {
+    url: options.managementUrl.replace(/\/+$/, ''),
+    token,
+    ...(tls ? { dispatcher: new Agent({ connect: tls }) } : {}),
+  };
 }
 
 async function readToken(file: string | undefined): Promise<string | undefined> {
@@ -36,6 +45,7 @@ export async function callManagement(
   let response;
   try {
     response = await request(`${target.url}${path}`, {
+      ...(target.dispatcher ? { dispatcher: target.dispatcher } : {}),
       method,
       headers: {
         ...(target.token ? { authorization: `Bearer ${target.token}` } : {}),

@@ -1,10 +1,10 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type RequestListener, type Server, type ServerOptions } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
 import { ServerCredentials } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
+import { readPemFile } from '../core/client-tls.js';
 import { BatchserveError, TlsFileError } from '../core/errors.js';
 import type { ApiName, TlsConfig } from './server-config.js';
 
@@ -138,9 +138,9 @@ export function createApiServer(
 
 async function readTlsFiles(config: TlsConfig): Promise<TlsFiles> {
   const [cert, key, clientCa] = await Promise.all([
-    readPem(config.cert, 'certificate'),
-    readPem(config.key, 'private key'),
-    config.client_ca === undefined ? undefined : readPem(config.client_ca, 'client CA'),
+    readPemFile(config.cert, 'certificate'),
+    readPemFile(config.key, 'private key'),
+    config.client_ca === undefined ? undefined : readPemFile(config.client_ca, 'certificate', 'client CA'),
   ]);
   const certificate = parse(config.cert, 'certificate', () => new X509Certificate(cert));
   // OpenSSL 3 says only "interrupted or cancelled" of an encrypted key read without its passphrase.
@@ -159,27 +159,6 @@ async function readTlsFiles(config: TlsConfig): Promise<TlsFiles> {
   }
   parse(config.cert, 'certificate', () => createSecureContext({ cert, key, minVersion: MIN_VERSION }));
   return { cert, key, clientCa, certificate };
-}
-
-const PEM_LABELS: Readonly<Record<string, RegExp>> = {
-  certificate: /-----BEGIN CERTIFICATE-----/,
-  'private key': /-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----/,
-  'client CA': /-----BEGIN CERTIFICATE-----/,
-};
-
-async function readPem(file: string, what: string): Promise<Buffer> {
-  let bytes: Buffer;
-  try {
-    bytes = await readFile(file);
-  } catch (error) {
-    throw new TlsFileError(`TLS ${what} ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
-  }
-  // A DER file parses as an X509Certificate but is refused by the TLS context: named here instead.
-  if (!(PEM_LABELS[what] as RegExp).test(bytes.toString('latin1'))) {
-    const label = what === 'private key' ? 'PRIVATE KEY' : 'CERTIFICATE';
-    throw new TlsFileError(`TLS ${what} ${file} is not PEM (no "-----BEGIN ${label}-----" block)`);
-  }
-  return bytes;
 }
 
 function parse<T>(file: string, what: string, read: () => T): T {
