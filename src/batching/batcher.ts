@@ -290,7 +290,7 @@ export class Batcher {
         resolve,
         reject,
       };
-      const timeoutUs = effectiveTimeout(policy.defaultTimeoutUs, options.timeoutUs);
+      const timeoutUs = effectiveTimeoutUs(policy.defaultTimeoutUs, options.timeoutUs);
       if (timeoutUs > 0) {
         pending.timer = this.#clock.setTimeout(
           () => this.#dropQueued(pending, new QueueTimeoutError('Request timeout expired')),
@@ -800,7 +800,8 @@ export function batchCostMs(timings: BatchTimings, roundTripMs: number): number 
   return computeNs > 0 ? computeNs / 1e6 : roundTripMs;
 }
 
-function effectiveTimeout(defaultUs: number, requestedUs: number | undefined): number {
+/** A request's timeout, µs: its own may only shorten the model's default; 0 = none. */
+export function effectiveTimeoutUs(defaultUs: number, requestedUs: number | undefined): number {
   if (requestedUs === undefined || requestedUs <= 0) return defaultUs;
   return defaultUs > 0 ? Math.min(defaultUs, requestedUs) : requestedUs;
 }

@@ -10,7 +10,7 @@ import { reconcileWithModel } from '../runtime/reconcile.js';
 import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE, SimulatedSession } from '../runtime/simulated-device.js';
 import { UsageError } from '../core/errors.js';
 import { createSession, readSignature } from '../runtime/session.js';
-import { syntheticFeeds, type TensorMap } from '../core/tensors.js';
+import { syntheticFeeds, type TensorMap } from '../handlers/ort-tensors.js';
 import type { TensorSpec } from '../core/tensors.js';
 
 export interface InProcessOptions {

@@ -72,7 +72,9 @@ export class RemoteTarget implements BenchTarget {
       const current = await this.current();
       const unchanged = (Object.keys(point) as (keyof ServerPoint)[]).every((key) => point[key] === current[key]);
       if (unchanged) return;
-      throw new UsageError('sweeping batch sizes, delays or instances needs --management-url (and --token-file)');
+      throw new UsageError(
+        'sweeping batch sizes, delays or instances needs --management-url (and the token serve wrote, read from ./batchserve.key unless --token-file says where)',
+      );
     }
     this.#found ??= await this.current();
     await this.#put(this.#management, point);

@@ -17,8 +17,11 @@ export function registerBench(program: Command): void {
     )
     .option('--model <name>', 'the model to drive on --url')
     .option('--management-url <url>', "the --url server's management API, needed to sweep it")
-    .option('--token <token>', 'management bearer token')
-    .option('--token-file <path>', 'file holding the management bearer token')
+    .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else the key file)')
+    .option(
+      '--token-file <path>',
+      'file holding the management token (default: the one serve writes, $BATCHSERVE_KEY_FILE or ./batchserve.key)',
+    )
     .option(
       '--in-process',
       'also measure T(B) straight on the session (archive only): the limit the server is judged against',

@@ -13,6 +13,7 @@ import { runPlainHttp, type PlainHttpProgress } from '../bench/plain-http.js';
 import { runSweep, type BatchTimeSample, type SweepOptions, type SweepProgress } from '../bench/sweep.js';
 import { ArchiveTarget, RemoteTarget, type BenchTarget } from '../bench/targets.js';
 import { durationOption, integerOption } from './options.js';
+import { managementToken } from './management-client.js';
 import { startSpinner } from './spinner.js';
 import { runOpenAiBench } from './bench-openai.js';
 import { readTlsClient, type TlsClientOptions } from './tls-options.js';
@@ -268,9 +269,12 @@ function benchProtocol(given: Protocol | undefined, url: string | undefined): Pr
   return protocol;
 }
 
+/** The management API to reconfigure a --url server through, with the token the other management commands use. */
 async function managementOf(options: BenchCommandOptions): Promise<{ url: string; token?: string } | undefined> {
   if (!options.managementUrl) return undefined;
-  const token = options.token ?? (options.tokenFile ? (await readFile(options.tokenFile, 'utf8')).trim() : undefined);
+  const { token, file } = await managementToken(options);
+  // Said because a token read from a file left by another server is a puzzling 401.
+  if (file !== undefined) process.stderr.write(`bench: management token from ${file}\n`);
   return { url: options.managementUrl, ...(token ? { token } : {}) };
 }
 

@@ -11,14 +11,15 @@ export interface ManagementTarget {
   readonly dispatcher?: Dispatcher;
 }
 
-/**
- * The management URL, token and TLS files a CLI command uses: `--token`, else
- * $BATCHSERVE_TOKEN, else the key file (`--token-file`, or ./batchserve.key where `serve`
- * writes it by default).
- */
+/** A management token and the key file it was read from (undefined when given as a flag or variable). */
+export interface ManagementToken {
+  readonly token: string | undefined;
+  readonly file?: string;
+}
+
+/** The management URL, token (see managementToken) and TLS files a CLI command uses. */
 export async function managementTarget(options: ManagementTargetOptions): Promise<ManagementTarget> {
-  const token = options.token ?? process.env.BATCHSERVE_TOKEN ?? (await readToken(options.tokenFile));
-  const tls = await readTlsClient(options);
+  const [{ token }, tls] = await Promise.all([managementToken(options), readTlsClient(options)]);
   return {
     url: options.managementUrl.replace(/\/+$/, ''),
     token,
@@ -26,13 +27,37 @@ export async function managementTarget(options: ManagementTargetOptions): Promis
   };
 }
 
-async function readToken(file: string | undefined): Promise<string | undefined> {
+/**
+ * `--token`, else $BATCHSERVE_TOKEN, else a key file: `--token-file`, or the one `serve`
+ * writes — $BATCHSERVE_KEY_FILE (its `--key-file` variable) or ./batchserve.key — when it
+ * exists. A key file `serve --auth-mode torchserve` wrote (TorchServe's key_file.json) gives
+ * its management key.
+ */
+export async function managementToken(options: { token?: string; tokenFile?: string }): Promise<ManagementToken> {
+  const given = options.token ?? process.env.BATCHSERVE_TOKEN;
+  if (given !== undefined) return { token: given };
+  const file = options.tokenFile ?? (process.env.BATCHSERVE_KEY_FILE || 'batchserve.key');
+  let text: string;
   try {
-    return (await readFile(file ?? 'batchserve.key', 'utf8')).trim() || undefined;
+    text = await readFile(file, 'utf8');
   } catch (error) {
-    if (file === undefined && (error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (options.tokenFile === undefined && (error as NodeJS.ErrnoException).code === 'ENOENT') {
+      return { token: undefined };
+    }
     throw new ManagementCallError(`cannot read the token file ${file}: ${(error as Error).message}`);
   }
+  return { token: tokenOfKeyFile(text.trim(), file), file };
+}
+
+function tokenOfKeyFile(text: string, file: string): string | undefined {
+  if (!text.startsWith('{')) return text || undefined;
+  try {
+    const key = (JSON.parse(text) as { management?: { key?: unknown } }).management?.key;
+    if (typeof key === 'string') return key;
+  } catch {
+    // Not JSON after all: reported below with the rest.
+  }
+  throw new ManagementCallError(`${file} is neither a token nor a key file with a management key`);
 }
 
 /** One JSON call; an error answer becomes a ManagementCallError carrying the server's message. */

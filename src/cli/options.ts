@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { parseDuration } from '../config/schema-kit.js';
 import { UsageError } from '../core/errors.js';
 import { withTlsClient, type TlsClientOptions } from './tls-options.js';
@@ -61,8 +61,15 @@ export interface ManagementTargetOptions extends TlsClientOptions {
 export function withManagementTarget(command: Command): Command {
   return withTlsClient(
     command
-      .option('--management-url <url>', "the server's management API (https:// with TLS)", 'http://127.0.0.1:8081')
-      .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else ./batchserve.key)')
-      .option('--token-file <path>', 'file holding the management bearer token'),
+      .addOption(
+        new Option('--management-url <url>', "the server's management API (https:// with TLS)")
+          .default('http://127.0.0.1:8081')
+          .env('BATCHSERVE_MANAGEMENT_URL'),
+      )
+      .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else the key file)')
+      .option(
+        '--token-file <path>',
+        'file holding the management token (default: the one serve writes, $BATCHSERVE_KEY_FILE or ./batchserve.key)',
+      ),
   ).option('--json', 'print the answer as JSON', false);
 }

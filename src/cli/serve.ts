@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, realpath } from 'node:fs/promises';
+import { basename, delimiter, join } from 'node:path';
 import { InputFileError, UsageError } from '../core/errors.js';
 import { hasServingNodeFlags, SERVING_NODE_FLAGS } from '../core/serving-node-flags.js';
 import { readConfigFile } from '../config/load.js';
@@ -88,7 +89,8 @@ export async function runServe(options: ServeCommandOptions, origin: OptionOrigi
     process.once('SIGINT', () => resolve('SIGINT'));
   });
   const json = config.startup_format === 'json' || (config.startup_format === 'auto' && !process.stdout.isTTY);
-  process.stdout.write(json ? renderStartupLine(server, config) : renderStartupBlock(server, config));
+  const startup = { batchserve: await batchserveCommand() };
+  process.stdout.write(json ? renderStartupLine(server, config, startup) : renderStartupBlock(server, config, startup));
   const signal = await stopped;
   const timeoutMs = config.drain_timeout / 1000;
   server.logger.info({ signal, timeoutMs }, 'draining: readiness is false, answering admitted requests');
@@ -217,4 +219,18 @@ function authFromEnv(): boolean | undefined {
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
   throw new UsageError(`BATCHSERVE_AUTH: expected true or false, got "${value}"`);
+}
+
+/**
+ * How the commands the start-up block offers run batchserve again: `batchserve` where that
+ * name on PATH is this bin (npm link, npm install -g, the image), else `node` and the bin's path.
+ */
+async function batchserveCommand(): Promise<string> {
+  const bin = process.argv[1];
+  const self = bin === undefined ? undefined : await realpath(bin).catch(() => undefined);
+  if (self === undefined || basename(self) !== 'batchserve.js') return 'batchserve';
+  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
+    if ((await realpath(join(dir, 'batchserve')).catch(() => undefined)) === self) return 'batchserve';
+  }
+  return /^[\w./:-]+$/.test(self) ? `node ${self}` : `node '${self.replaceAll("'", "'\\''")}'`;
 }

@@ -75,6 +75,70 @@ const TYPED_ARRAY_OF: Record<NumericOrtType, NumericArrayConstructor> = {
   int4: Int8Array,
 };
 
+/** A numeric tensor's elements in the typed array its datatype takes (BOOL as bytes, FP16 as its bits). */
+export type NumericData =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Uint8Array
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array;
+
+/** Numeric elements, or BYTES elements as strings. */
+export type TensorData = NumericData | string[];
+
+type NumericDatatype = Exclude<Datatype, 'BYTES'>;
+
+type DataConstructor = (new (length: number) => NumericData) & {
+  readonly BYTES_PER_ELEMENT: number;
+};
+
+const DATA_OF: Record<NumericDatatype, DataConstructor> = {
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP16: Uint16Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
+};
+
+/** Zeroed elements of `datatype`, `length` of them (BYTES: empty strings). */
+export function allocateData(datatype: Datatype, length: number): TensorData {
+  if (datatype === 'BYTES') return new Array<string>(length).fill('');
+  return new DATA_OF[datatype](length);
+}
+
+/** Bytes one element of a numeric datatype takes; 0 for BYTES, whose elements vary. */
+export function datatypeSize(datatype: Datatype): number {
+  return datatype === 'BYTES' ? 0 : DATA_OF[datatype].BYTES_PER_ELEMENT;
+}
+
+/**
+ * The elements that `bytes` hold, in the typed array `datatype` takes: a view when the bytes
+ * are aligned for it, else a copy.
+ */
+export function dataFromBytes(datatype: NumericDatatype, bytes: Uint8Array): NumericData {
+  const Data = DATA_OF[datatype] as unknown as new (
+    buffer: ArrayBufferLike,
+    byteOffset: number,
+    length: number,
+  ) => NumericData;
+  const size = DATA_OF[datatype].BYTES_PER_ELEMENT;
+  // new Uint8Array(view) copies; a Buffer's own slice() would not.
+  const aligned = bytes.byteOffset % size === 0 ? bytes : new Uint8Array(bytes);
+  return new Data(aligned.buffer, aligned.byteOffset, aligned.byteLength / size);
+}
+
 /** Zeroed tensor data of `length` elements in the typed array onnxruntime expects for `type`. */
 export function allocateTensorData(type: Tensor.Type, length: number): Tensor.DataType {
   if (type === 'string') return new Array<string>(length).fill('');

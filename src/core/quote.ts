@@ -34,3 +34,36 @@ export function shownValue(value: unknown, max = QUOTED_MAX_CHARACTERS): string 
   const json = escapeRest(JSON.stringify(value) ?? String(value));
   return json.length > max ? `${cutText(json, max)}… (${json.length} characters)` : json;
 }
+
+/** Characters an error may show of a client's bytes: enough to recognise them, never a payload. */
+export const SHOWN_INPUT_CHARACTERS = 32;
+
+/**
+ * The start of text a client sent, as an error may show it: printable ASCII kept, every other
+ * character written as an escape (`\x89`, `\u{fffd}`), cut with "…" where the shown text would
+ * pass `max` characters. A PNG's bytes read as latin1 show as `\x89PNG\r\n\x1a\n…`.
+ */
+export function printablePrefix(text: string, max = SHOWN_INPUT_CHARACTERS): string {
+  let shown = '';
+  for (const character of text) {
+    const code = character.codePointAt(0) as number;
+    const escaped =
+      code >= 0x20 && code <= 0x7e
+        ? character
+        : code === 0x0a
+          ? '\\n'
+          : code === 0x0d
+            ? '\\r'
+            : code <= 0xff
+              ? `\\x${code.toString(16).padStart(2, '0')}`
+              : `\\u{${code.toString(16)}}`;
+    if (shown.length + escaped.length > max) return `${shown}…`;
+    shown += escaped;
+  }
+  return shown;
+}
+
+/** A parser's error as a client may see it: JSON.parse quotes the text it failed on, which may be any bytes. */
+export function shownError(error: unknown): string {
+  return printablePrefix(error instanceof Error ? error.message : String(error), 120);
+}

@@ -1,7 +1,6 @@
-import ort from 'onnxruntime-node';
 import { InferenceInputError } from './errors.js';
 import { quoted } from './quote.js';
-import { allocateTensorData, datatypeOfOrtType, ortTypeOf, type Datatype } from './datatypes.js';
+import { allocateData, isDatatype, type Datatype, type TensorData } from './datatypes.js';
 
 /** One input or output of a model as the config declares it: -1 marks a variable dimension. */
 export interface TensorSpec {
@@ -15,18 +14,49 @@ export interface TensorSpec {
   readonly reshape?: readonly number[];
 }
 
-export type TensorMap = Record<string, ort.Tensor>;
-type TensorData = ort.Tensor['data'];
+export type { NumericData, TensorData } from './datatypes.js';
 
-/** Whether a handler's response is tensors by name (what v2 answers carry). */
-export function isTensorMap(value: unknown): value is TensorMap {
+/**
+ * A tensor as the server's thread holds it, from the decoded request to the encoded answer:
+ * its v2 datatype, dimensions and elements, nothing else. onnxruntime's `Tensor` exists only
+ * inside an instance, where a session runs (runtime/, handlers/).
+ */
+export interface Tensor {
+  readonly datatype: Datatype;
+  readonly dims: readonly number[];
+  readonly data: TensorData;
+}
+
+/** Tensors by input or output name. */
+export type Tensors = Record<string, Tensor>;
+
+/** Whether a value is a tensor: what a handler's tensors are on this side of an instance. */
+export function isTensor(value: unknown): value is Tensor {
+  if (typeof value !== 'object' || value === null) return false;
+  const { datatype, dims, data } = value as Partial<Tensor>;
+  return isDatatype(datatype) && Array.isArray(dims) && (Array.isArray(data) || ArrayBuffer.isView(data));
+}
+
+/** Whether an answer is tensors by name (what v2 answers carry). */
+export function isTensors(value: unknown): value is Tensors {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const values = Object.values(value);
-  return values.length > 0 && values.every((item) => item instanceof ort.Tensor);
+  let any = false;
+  for (const key in value) {
+    if (!isTensor((value as Record<string, unknown>)[key])) return false;
+    any = true;
+  }
+  return any;
+}
+
+/** Elements a shape holds. */
+export function elementCount(dims: readonly number[]): number {
+  let count = 1;
+  for (const dim of dims) count *= dim;
+  return count;
 }
 
 /** Rows a request contributes to a batch: its first dimension. */
-export function rowsOf(tensor: ort.Tensor): number {
+export function rowsOf(tensor: Tensor): number {
   return tensor.dims[0] ?? 1;
 }
 
@@ -43,11 +73,10 @@ export function formatDims(dims: readonly number[]): string {
  * Checks one request's tensor against the served spec: datatype, rank and every fixed
  * dimension. Variable dimensions may take any size but 0: an empty tensor is no request.
  */
-export function checkTensor(tensor: ort.Tensor, spec: TensorSpec): void {
-  const datatype = datatypeOfOrtType(tensor.type);
-  if (datatype !== spec.datatype) {
+export function checkTensor(tensor: Tensor, spec: TensorSpec): void {
+  if (tensor.datatype !== spec.datatype) {
     throw new InferenceInputError(
-      `input "${spec.name}": datatype ${datatype ?? tensor.type}, the model expects ${spec.datatype}`,
+      `input "${spec.name}": datatype ${tensor.datatype}, the model expects ${spec.datatype}`,
     );
   }
   if (tensor.dims.length !== spec.shape.length) {
@@ -71,7 +100,7 @@ export function checkTensor(tensor: ort.Tensor, spec: TensorSpec): void {
 }
 
 /** Checks a request's tensors against every served input: none missing, none unknown. */
-export function checkRequestTensors(tensors: TensorMap, inputs: readonly TensorSpec[]): void {
+export function checkRequestTensors(tensors: Tensors, inputs: readonly TensorSpec[]): void {
   // Unknown names first: an input sent under the wrong name is reported as that, not as the
   // right name missing.
   for (const name of Object.keys(tensors)) {
@@ -93,14 +122,14 @@ export function checkRequestTensors(tensors: TensorMap, inputs: readonly TensorS
  * for every input) and a key that only requests with the same non-batch dimensions share.
  */
 export function batchPlacement(
-  tensors: TensorMap,
+  tensors: Tensors,
   inputs: readonly TensorSpec[],
   batching: boolean,
 ): { rows: number; shapeKey: string } {
   let rows = 1;
   let shapeKey = '';
   inputs.forEach((spec, index) => {
-    const dims = (tensors[spec.name] as ort.Tensor).dims;
+    const dims = (tensors[spec.name] as Tensor).dims;
     if (batching) {
       const inputRows = dims[0] as number;
       if (index > 0 && inputRows !== rows) {
@@ -120,21 +149,21 @@ export function batchPlacement(
  * Stacks tensors along the first dimension into one preallocated buffer. All must share
  * datatype and non-batch dimensions; the batcher groups requests so that they do.
  */
-export function stackRows(tensors: readonly ort.Tensor[]): ort.Tensor {
+export function stackRows(tensors: readonly Tensor[]): Tensor {
   const first = tensors[0];
   if (!first) throw new InferenceInputError('nothing to stack');
   if (tensors.length === 1) return first;
   const rowShape = first.dims.slice(1);
   let rows = 0;
   for (const tensor of tensors) {
-    if (tensor.type !== first.type || !sameDims(tensor.dims, first.dims, 1)) {
+    if (tensor.datatype !== first.datatype || !sameDims(tensor.dims, first.dims, 1)) {
       throw new InferenceInputError(
-        `cannot stack [${tensor.dims.join(', ')}] ${tensor.type} with [${first.dims.join(', ')}] ${first.type}`,
+        `cannot stack [${tensor.dims.join(', ')}] ${tensor.datatype} with [${first.dims.join(', ')}] ${first.datatype}`,
       );
     }
     rows += rowsOf(tensor);
   }
-  const data = allocateLike(first.data, rows * rowShape.reduce((a, b) => a * b, 1));
+  const data = allocateData(first.datatype, rows * elementCount(rowShape));
   let offset = 0;
   for (const tensor of tensors) {
     if (Array.isArray(data)) {
@@ -144,14 +173,14 @@ export function stackRows(tensors: readonly ort.Tensor[]): ort.Tensor {
       offset += tensor.data.length;
     }
   }
-  return new ort.Tensor(first.type, data, [rows, ...rowShape]);
+  return { datatype: first.datatype, dims: [rows, ...rowShape], data };
 }
 
 /** Splits a batched tensor back into consecutive row blocks, as views where possible. */
-export function splitRows(tensor: ort.Tensor, rowCounts: readonly number[]): ort.Tensor[] {
+export function splitRows(tensor: Tensor, rowCounts: readonly number[]): Tensor[] {
   if (rowCounts.length === 1) return [tensor];
-  const rowSize = tensor.dims.slice(1).reduce((a, b) => a * b, 1);
-  const parts: ort.Tensor[] = [];
+  const rowSize = elementCount(tensor.dims.slice(1));
+  const parts: Tensor[] = [];
   let row = 0;
   for (const count of rowCounts) {
     const start = row * rowSize;
@@ -159,7 +188,7 @@ export function splitRows(tensor: ort.Tensor, rowCounts: readonly number[]): ort
     const data = Array.isArray(tensor.data)
       ? tensor.data.slice(start, end)
       : (tensor.data as Float32Array).subarray(start, end);
-    parts.push(new ort.Tensor(tensor.type, data, [count, ...tensor.dims.slice(1)]));
+    parts.push({ datatype: tensor.datatype, dims: [count, ...tensor.dims.slice(1)], data });
     row += count;
   }
   return parts;
@@ -169,31 +198,17 @@ function sameDims(a: readonly number[], b: readonly number[], from: number): boo
   return a.length === b.length && a.every((dim, axis) => axis < from || dim === b[axis]);
 }
 
-function allocateLike(data: TensorData, length: number): TensorData {
-  if (Array.isArray(data)) return new Array<string>(length);
-  const Constructor = data.constructor as new (length: number) => Exclude<TensorData, string[]>;
-  return new Constructor(length);
-}
-
 /**
- * Zero-filled inputs of the served shapes, for warm-up and in-process timing: the batch
- * dimension becomes `batchSize` (left as is when undefined), other variable dimensions 1.
+ * Zero-filled inputs of the served shapes, for warm-up, calibration and in-process timing: the
+ * batch dimension becomes `batchSize` (left as is when undefined), other variable dimensions 1.
  */
-export function syntheticFeeds(inputs: readonly TensorSpec[], batchSize: number | undefined): TensorMap {
-  const feeds: TensorMap = {};
+export function syntheticTensors(inputs: readonly TensorSpec[], batchSize: number | undefined): Tensors {
+  const tensors: Tensors = {};
   for (const input of inputs) {
     const dims = input.shape.map((dim, axis) =>
       axis === 0 && batchSize !== undefined ? batchSize : dim === -1 ? 1 : dim,
     );
-    const type = ortTypeOf(input.datatype);
-    feeds[input.name] = new ort.Tensor(
-      type,
-      allocateTensorData(
-        type,
-        dims.reduce((a, b) => a * b, 1),
-      ),
-      dims,
-    );
+    tensors[input.name] = { datatype: input.datatype, dims, data: allocateData(input.datatype, elementCount(dims)) };
   }
-  return feeds;
+  return tensors;
 }

@@ -3,7 +3,8 @@ import { InferenceInputError } from '../core/errors.js';
 import { modelConfigSchema, type ImageClassifierOptions } from '../config/model-config.js';
 import { checkImageClassifierInput } from './image-input.js';
 import { validateField } from '../config/schema-kit.js';
-import type { TensorMap, TensorSpec } from '../core/tensors.js';
+import type { TensorSpec } from '../core/tensors.js';
+import type { TensorMap } from './ort-tensors.js';
 import { decodeImage, imageToRow, type ImageGeometry } from './image.js';
 import { requestTensors, splitOutputs, stackRequests, tensorHandler } from './tensor-handler.js';
 import type { Handler, HandlerContext } from './types.js';
@@ -25,7 +26,7 @@ export const imageClassifierHandler: Handler = {
     const options = imageOptions(context);
     const geometry = geometryOf(input, options);
     const perRequest = requests.map((request): TensorMap => {
-      if (request.inputs || !request.body) return requestTensors(request, context);
+      if (request.kind !== 'body') return requestTensors(request, context);
       const row = imageToRow(decodeImage(request.body), geometry, options);
       const dims =
         options.layout === 'NCHW'
@@ -42,7 +43,7 @@ export const imageClassifierHandler: Handler = {
     const options = imageOptions(context);
     return requests.map((request, index) => {
       const tensors = perRequest[index] as TensorMap;
-      if (request.inputs) return tensors;
+      if (request.kind === 'tensors') return tensors;
       return topK(tensors[scoresName] as ort.Tensor, options, context.labels);
     });
   },

@@ -2,6 +2,7 @@ import { HandlerInvalidError } from '../core/errors.js';
 import { traceNow } from '../core/trace-channels.js';
 import { BUILTIN_HANDLERS } from './load.js';
 import type { Handler, HandlerContext } from './types.js';
+import type ort from 'onnxruntime-node';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
 
 export type ContextOptions = Omit<HandlerContext, 'builtins'>;
@@ -13,7 +14,7 @@ export function createHandlerContext(options: ContextOptions): HandlerContext {
 /** One batch through the handler's lifecycle; exactly one response per request comes back. */
 export async function runBatch(
   handler: Handler,
-  requests: readonly HandlerRequest[],
+  requests: readonly HandlerRequest<ort.Tensor>[],
   context: HandlerContext,
 ): Promise<unknown[]> {
   return (await runBatchTimed(handler, requests, context)).responses;
@@ -22,7 +23,7 @@ export async function runBatch(
 /** runBatch, with the time each hook took (Triton's compute_input / infer / output). */
 export async function runBatchTimed(
   handler: Handler,
-  requests: readonly HandlerRequest[],
+  requests: readonly HandlerRequest<ort.Tensor>[],
   context: HandlerContext,
 ): Promise<{ responses: unknown[]; timings: BatchTimings }> {
   const startedAt = traceNow();

@@ -1,10 +1,10 @@
 import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
 import { ortTypeOf } from '../core/datatypes.js';
-import { checkRequestTensors, rowsOf, splitRows, stackRows, type TensorMap } from '../core/tensors.js';
-import type { Handler, HandlerContext } from './types.js';
-import type { TensorSpec } from '../core/tensors.js';
+import { checkRequestTensors, type TensorSpec } from '../core/tensors.js';
 import type { HandlerRequest } from '../core/request.js';
+import { fromOrtTensors, splitRows, stackRows, type TensorMap } from './ort-tensors.js';
+import type { Handler, HandlerContext } from './types.js';
 
 /**
  * The built-in handler: KServe v2 tensors pass straight through. A JSON body (TorchServe
@@ -33,10 +33,11 @@ export const tensorHandler: Handler = {
  * The tensors of one request. Decoded ones were checked by the protocol layer; those read
  * here from a TorchServe JSON body are checked here, the one place they are decoded.
  */
-export function requestTensors(request: HandlerRequest, { config }: HandlerContext): TensorMap {
-  if (request.inputs) return request.inputs;
-  const tensors = tensorsFromJsonBody(request, config.inputs);
-  checkRequestTensors(tensors, config.inputs);
+export function requestTensors(request: HandlerRequest<ort.Tensor>, { config }: HandlerContext): TensorMap {
+  if (request.kind === 'tensors') return request.inputs;
+  if (request.kind !== 'body') throw new InferenceInputError('this model takes tensors, not texts');
+  const tensors = tensorsFromJsonBody(request.body, config.inputs);
+  checkRequestTensors(fromOrtTensors(tensors), config.inputs);
   return tensors;
 }
 
@@ -83,7 +84,7 @@ export function stackRequests(perRequest: readonly TensorMap[], { config }: Hand
 }
 
 /** Splits every output back to the requests by the rows each one sent. */
-export function splitOutputs(outputs: TensorMap, requests: readonly HandlerRequest[]): TensorMap[] {
+export function splitOutputs(outputs: TensorMap, requests: readonly HandlerRequest<ort.Tensor>[]): TensorMap[] {
   const rowCounts = requests.map(requestRows);
   const responses: TensorMap[] = requests.map(() => ({}));
   for (const [name, tensor] of Object.entries(outputs)) {
@@ -94,18 +95,15 @@ export function splitOutputs(outputs: TensorMap, requests: readonly HandlerReque
   return responses;
 }
 
-/** A decoded request's rows as the protocol layer counted them; others from their first input. */
-export function requestRows(request: HandlerRequest): number {
-  if (request.rows !== undefined) return request.rows;
-  const first = request.inputs && Object.values(request.inputs)[0];
-  return first ? rowsOf(first) : 1;
+/** A decoded request's rows as the protocol layer counted them, a text each; a body is one row. */
+export function requestRows(request: HandlerRequest<ort.Tensor>): number {
+  return request.kind === 'tensors' ? request.rows : request.kind === 'texts' ? request.texts.length : 1;
 }
 
-function tensorsFromJsonBody(request: HandlerRequest, inputs: readonly TensorSpec[]): TensorMap {
-  if (!request.body) throw new InferenceInputError('the request carries no input tensors');
+function tensorsFromJsonBody(body: Buffer, inputs: readonly TensorSpec[]): TensorMap {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(request.body.toString('utf8'));
+    parsed = JSON.parse(body.toString('utf8'));
   } catch {
     throw new InferenceInputError('the body is not JSON; this model takes tensors as JSON arrays');
   }

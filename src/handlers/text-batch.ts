@@ -3,7 +3,7 @@ import { InferenceInputError } from '../core/errors.js';
 import { modelConfigSchema, type TextOptions } from '../config/model-config.js';
 import { validateField } from '../config/schema-kit.js';
 import type { HandlerRequest } from '../core/request.js';
-import type { TensorMap } from '../core/tensors.js';
+import type { TensorMap } from './ort-tensors.js';
 import { checkTextInputs, encodeTexts, loadTokenizer, paddedBatch, type LoadedTokenizer } from './text-tokens.js';
 import { tensorHandler } from './tensor-handler.js';
 import type { Handler, HandlerContext } from './types.js';
@@ -17,7 +17,7 @@ export interface TextBatch {
 
 const tokenizers = new WeakMap<HandlerContext, LoadedTokenizer>();
 /** Keyed by the batch's requests array, which runBatch hands to preprocess and postprocess alike. */
-const batches = new WeakMap<readonly HandlerRequest[], TextBatch>();
+const batches = new WeakMap<readonly HandlerRequest<ort.Tensor>[], TextBatch>();
 
 /** The text handlers' initialize: the model's inputs and the tokenizer, checked at load. */
 function initializeText(context: HandlerContext, handler: string): void {
@@ -45,9 +45,11 @@ export function textOptions({ config }: HandlerContext): TextOptions {
  * A batch's model inputs: its texts tokenized and padded together (the batch remembered for
  * postprocess), or, when every request carries v2 tensors, those tensors as they are.
  */
-function prepareTexts(requests: readonly HandlerRequest[], context: HandlerContext): TensorMap {
-  if (requests.every((request) => request.inputs)) return tensorHandler.preprocess(requests, context) as TensorMap;
-  if (requests.some((request) => request.inputs)) {
+function prepareTexts(requests: readonly HandlerRequest<ort.Tensor>[], context: HandlerContext): TensorMap {
+  if (requests.every((request) => request.kind === 'tensors')) {
+    return tensorHandler.preprocess(requests, context) as TensorMap;
+  }
+  if (requests.some((request) => request.kind === 'tensors')) {
     throw new InferenceInputError('a batch cannot mix texts with v2 tensors');
   }
   const options = textOptions(context);
@@ -62,7 +64,7 @@ function prepareTexts(requests: readonly HandlerRequest[], context: HandlerConte
 }
 
 /** The batch prepareTexts remembered, once; undefined for a batch of v2 tensors. */
-function takeTextBatch(requests: readonly HandlerRequest[]): TextBatch | undefined {
+function takeTextBatch(requests: readonly HandlerRequest<ort.Tensor>[]): TextBatch | undefined {
   const batch = batches.get(requests);
   batches.delete(requests);
   return batch;
@@ -91,11 +93,14 @@ async function firstOutput(inputs: TensorMap, { session, config }: HandlerContex
   return session.run(inputs, [config.outputs[0]?.name as string]);
 }
 
-/** A body's texts: itself as UTF-8 text, or JSON (a string or a non-empty array of strings). */
-function textsOf(request: HandlerRequest): string[] {
-  const body = request.body;
-  if (!body) throw new InferenceInputError('the request carries no text');
-  const text = body.toString('utf8');
+/**
+ * A request's texts: those an OpenAI route read already, or a body as UTF-8 text, or JSON (a
+ * string or a non-empty array of strings).
+ */
+function textsOf(request: HandlerRequest<ort.Tensor>): readonly string[] {
+  if (request.kind === 'texts') return request.texts;
+  if (request.kind !== 'body') throw new InferenceInputError('the request carries no text');
+  const text = request.body.toString('utf8');
   if (request.contentType !== 'application/json') return [text];
   let parsed: unknown;
   try {

@@ -2,7 +2,8 @@ import ort from 'onnxruntime-node';
 import { Tokenizer as HuggingFaceTokenizer } from '@huggingface/tokenizers';
 import { HandlerInvalidError, InferenceInputError } from '../core/errors.js';
 import type { TextOptions } from '../config/model-config.js';
-import type { TensorMap, TensorSpec } from '../core/tensors.js';
+import type { TensorSpec } from '../core/tensors.js';
+import type { TensorMap } from './ort-tensors.js';
 
 /** The inputs a text encoder takes, by the names Hugging Face exports give them. */
 const TEXT_INPUTS = ['input_ids', 'attention_mask', 'token_type_ids'] as const;

@@ -1,7 +1,7 @@
 import type ort from 'onnxruntime-node';
 import type { CompleteModelConfig } from '../config/model-config.js';
 import type { HandlerRequest } from '../core/request.js';
-import type { TensorMap } from '../core/tensors.js';
+import type { TensorMap } from './ort-tensors.js';
 
 export interface HandlerContext {
   readonly modelName: string;
@@ -29,12 +29,12 @@ export interface Handler {
    */
   readonly decodesSteps?: true;
   initialize?(context: HandlerContext): Promise<void> | void;
-  preprocess(requests: readonly HandlerRequest[], context: HandlerContext): Promise<TensorMap> | TensorMap;
+  preprocess(requests: readonly HandlerRequest<ort.Tensor>[], context: HandlerContext): Promise<TensorMap> | TensorMap;
   inference(inputs: TensorMap, context: HandlerContext): Promise<TensorMap> | TensorMap;
   /** Returns exactly one response per request, in order. */
   postprocess(
     outputs: TensorMap,
-    requests: readonly HandlerRequest[],
+    requests: readonly HandlerRequest<ort.Tensor>[],
     context: HandlerContext,
   ): Promise<unknown[]> | unknown[];
 }

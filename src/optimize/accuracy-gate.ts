@@ -2,7 +2,7 @@ import ort from 'onnxruntime-node';
 import type { AccuracyFigures, ModelPrecision, OutputAccuracy } from '../archive/manifest.js';
 import type { ModelConfig } from '../config/model-config.js';
 import { AccuracyGateError, ModelConversionError, UsageError } from '../core/errors.js';
-import type { TensorMap } from '../core/tensors.js';
+import type { TensorMap } from '../handlers/ort-tensors.js';
 import { createSession } from '../runtime/session.js';
 import type { GateFeeds } from './calibration-inputs.js';
 import { float16Bits, float16Value } from './float16-bits.js';

@@ -12,13 +12,15 @@ import type { HandlerRequest } from '../core/request.js';
 import {
   batchPlacement,
   checkRequestTensors,
-  isTensorMap,
+  isTensors,
   rowsOf,
   splitRows,
   stackRows,
-  type TensorMap,
+  type Tensor,
+  type Tensors,
   type TensorSpec,
 } from '../core/tensors.js';
+import { fromOrtTensor, toOrtTensor } from '../handlers/ort-tensors.js';
 import { emptyRows, padToBucket } from './pad.js';
 
 /** What a model step needs of a loaded model version: its tensors, batch size and batcher. */
@@ -49,7 +51,8 @@ export interface RequestState {
 /**
  * Runs one request's rows through a model step: its mapped (and padded) tensors go to the
  * model's batcher as one request — in chunks of at most the model's max_batch_size rows —
- * so they batch with other requests' rows. No rows: no call, empty outputs.
+ * so they batch with other requests' rows. No rows: no call, empty outputs. The pipeline's
+ * steps hold onnxruntime tensors; the model step hands the model plain ones, as any request.
  */
 export async function runModelStep(
   step: ModelStepConfig,
@@ -57,13 +60,13 @@ export async function runModelStep(
   lookup: ModelLookup,
 ): Promise<Map<string, ort.Tensor>> {
   const model = lookup(step.model, step.version);
-  const feeds: TensorMap = {};
+  const feeds: Tensors = {};
   for (const [input, tensor] of Object.entries(step.input_map)) {
     const value = state.tensors.get(tensor) as ort.Tensor;
     const pad = step.pad?.[input];
-    feeds[input] = pad ? padToBucket(value, pad, input) : value;
+    feeds[input] = fromOrtTensor(pad ? padToBucket(value, pad, input) : value, input);
   }
-  const rows = rowsOf(Object.values(feeds)[0] as ort.Tensor);
+  const rows = rowsOf(Object.values(feeds)[0] as Tensor);
   const outputs = new Map<string, ort.Tensor>();
   if (rows === 0) {
     for (const [output, tensor] of Object.entries(step.output_map)) {
@@ -84,23 +87,23 @@ export async function runModelStep(
     if (parts.some((part) => part === undefined)) {
       throw new PipelineStepError(`step "${step.name}": model ${model.name} did not answer output "${output}"`);
     }
-    outputs.set(tensor, stackRows(parts as ort.Tensor[]));
+    outputs.set(tensor, toOrtTensor(stackRows(parts as Tensor[])));
   }
   return outputs;
 }
 
 async function submit(
   model: StepModel,
-  inputs: TensorMap,
+  inputs: Tensors,
   rows: number,
   shapeKey: string,
   state: RequestState,
   step: string,
-): Promise<TensorMap> {
+): Promise<Tensors> {
   const timeoutUs = remainingUs(state.deadline);
   if (state.signal?.aborted) throw new RequestCancelledError('the client went away');
   const { response } = await model.infer(
-    { inputs, rows },
+    { kind: 'tensors', inputs, rows, movable: false },
     {
       rows,
       shapeKey,
@@ -108,7 +111,7 @@ async function submit(
       ...(state.signal ? { signal: state.signal } : {}),
     },
   );
-  if (!isTensorMap(response)) {
+  if (!isTensors(response)) {
     throw new PipelineStepError(`step "${step}": model ${model.name} answered something other than tensors`);
   }
   return response;
@@ -129,11 +132,11 @@ function chunkSizes(rows: number, maxBatchSize: number): number[] {
   return sizes;
 }
 
-function splitFeeds(feeds: TensorMap, sizes: readonly number[]): TensorMap[] {
-  const chunks: TensorMap[] = sizes.map(() => ({}));
+function splitFeeds(feeds: Tensors, sizes: readonly number[]): Tensors[] {
+  const chunks: Tensors[] = sizes.map(() => ({}));
   for (const [name, tensor] of Object.entries(feeds)) {
     splitRows(tensor, sizes).forEach((part, index) => {
-      (chunks[index] as TensorMap)[name] = part;
+      (chunks[index] as Tensors)[name] = part;
     });
   }
   return chunks;

@@ -10,7 +10,8 @@ import {
 } from '../config/pipeline-config.js';
 import { InferenceInputError, PipelineStepError } from '../core/errors.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
-import type { TensorMap } from '../core/tensors.js';
+import type { Tensors } from '../core/tensors.js';
+import { fromOrtTensor, toOrtTensor } from '../handlers/ort-tensors.js';
 import type { ServingInstance } from '../runtime/model-instance.js';
 import { runModelStep, stepFailure, type ModelLookup, type RequestState } from './model-step.js';
 import { stepContext, type StepContext, type StepFunctions } from './step-function.js';
@@ -80,14 +81,17 @@ export class PipelineInstance implements ServingInstance {
     return Promise.resolve();
   }
 
-  /** The request's pipeline inputs: its v2 tensors, or a TorchServe body as the one BYTES input. */
+  /**
+   * The request's pipeline inputs, as onnxruntime tensors for its steps: its v2 tensors, or a
+   * TorchServe body as the one BYTES input.
+   */
   #start(request: HandlerRequest): RequestState {
     const tensors = new Map<string, ort.Tensor>();
-    if (request.inputs) {
-      for (const [name, tensor] of Object.entries(request.inputs)) tensors.set(name, tensor);
+    if (request.kind === 'tensors') {
+      for (const [name, tensor] of Object.entries(request.inputs)) tensors.set(name, toOrtTensor(tensor));
     } else {
       const [only, ...others] = this.#parts.config.inputs;
-      if (!request.body || !only || others.length > 0 || only.datatype !== 'BYTES') {
+      if (request.kind !== 'body' || !only || others.length > 0 || only.datatype !== 'BYTES') {
         throw new InferenceInputError(
           'this pipeline takes v2 tensors; a /predictions body needs a pipeline whose one input is BYTES',
         );
@@ -168,12 +172,17 @@ export class PipelineInstance implements ServingInstance {
     });
   }
 
-  #outputs(state: RequestState): TensorMap | Error {
-    const outputs: TensorMap = {};
+  /** The pipeline's outputs, plain again for the server's thread. */
+  #outputs(state: RequestState): Tensors | Error {
+    const outputs: Tensors = {};
     for (const spec of this.#parts.config.outputs) {
       const tensor = state.tensors.get(spec.name);
       if (!tensor) return new PipelineStepError(`no step produced output "${spec.name}"`);
-      outputs[spec.name] = tensor;
+      try {
+        outputs[spec.name] = fromOrtTensor(tensor, spec.name);
+      } catch (error) {
+        return error as Error;
+      }
     }
     return outputs;
   }

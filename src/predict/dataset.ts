@@ -36,7 +36,7 @@ export function preparedRow(row: number, id: string, prepared: PreparedRequest):
   return {
     row,
     id,
-    request: { inputs: prepared.inputs, rows: prepared.rows, movable: true },
+    request: { kind: 'tensors', inputs: prepared.inputs, rows: prepared.rows, movable: true },
     rows: prepared.rows,
     shapeKey: prepared.shapeKey,
   };

@@ -60,7 +60,13 @@ function imageDataset(root: string, names: readonly string[]): Dataset {
           yield { row, id, failure: { reason: failure.message, code: failure.code } };
         } else {
           const contentType = CONTENT_TYPES[extname(id).toLowerCase()] ?? 'application/octet-stream';
-          yield { row, id, request: { body, contentType, movable: true }, rows: 1, shapeKey: `body:${contentType}` };
+          yield {
+            row,
+            id,
+            request: { kind: 'body', body, contentType, movable: true },
+            rows: 1,
+            shapeKey: `body:${contentType}`,
+          };
         }
       }
     },

@@ -1,6 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { InferenceInputError } from '../core/errors.js';
-import type { TensorMap } from '../core/tensors.js';
+import type { Tensors } from '../core/tensors.js';
 import { readJsonTensor } from '../protocol/json-tensor.js';
 import { prepareDecoded, prepareV2Request, type ModelSignature } from '../protocol/prepared-request.js';
 import {
@@ -79,14 +79,14 @@ function isV2Request(bytes: Buffer, signature: ModelSignature): boolean {
 }
 
 /** `{name: nested arrays}`, or one nested array for a model with one input, as tensors of the model's datatypes. */
-function nestedTensors(bytes: Buffer, signature: ModelSignature): TensorMap {
+function nestedTensors(bytes: Buffer, signature: ModelSignature): Tensors {
   const parsed = parseJson(bytes);
   const only = signature.inputs.length === 1 ? signature.inputs[0] : undefined;
   const named = Array.isArray(parsed) && only ? { [only.name]: parsed } : parsed;
   if (typeof named !== 'object' || named === null || Array.isArray(named)) {
     throw new InferenceInputError('a line must be a v2 request or map input names to nested arrays');
   }
-  const tensors = Object.create(null) as TensorMap;
+  const tensors = Object.create(null) as Tensors;
   for (const [name, value] of Object.entries(named as Record<string, unknown>)) {
     const spec = signature.inputs.find((input) => input.name === name);
     if (!spec) {

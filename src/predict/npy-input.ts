@@ -1,8 +1,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
-import ort from 'onnxruntime-node';
 import { DatasetError } from '../core/errors.js';
-import { allocateTensorData, ortTypeOf, tensorDataFromBytes } from '../core/datatypes.js';
-import { batchPlacement, type TensorSpec } from '../core/tensors.js';
+import { allocateData, dataFromBytes, type Datatype } from '../core/datatypes.js';
+import { batchPlacement, type Tensor, type TensorSpec } from '../core/tensors.js';
 import type { ModelSignature } from '../protocol/prepared-request.js';
 import type { Dataset, DatasetRow, InputIdentity, LocatedInput, ReadyRow } from './dataset.js';
 import { NPY_PREAMBLE_BYTES, npyHeaderLength, parseNpyHeader, type NpyHeader } from './npy.js';
@@ -77,11 +76,11 @@ function rowDims(header: NpyHeader, signature: ModelSignature): number[] {
 }
 
 function npyDataset(handle: FileHandle, header: NpyHeader, spec: TensorSpec, signature: ModelSignature): Dataset {
-  const type = ortTypeOf(spec.datatype) as Exclude<ort.Tensor.Type, 'string'>;
+  const datatype = spec.datatype as Exclude<Datatype, 'BYTES'>;
   const dims = rowDims(header, signature);
   const elements = dims.reduce((a, b) => a * b, 1);
   const { shapeKey } = batchPlacement(
-    { [spec.name]: new ort.Tensor(type, allocateTensorData(type, elements), dims) },
+    { [spec.name]: { datatype, dims, data: allocateData(datatype, elements) } },
     signature.inputs,
     signature.batching,
   );
@@ -94,11 +93,11 @@ function npyDataset(handle: FileHandle, header: NpyHeader, spec: TensorSpec, sig
   /** Rows `[first, first + count)` as one request over `bytes`, a buffer of their own. */
   const request = (first: number, count: number, bytes: Uint8Array): ReadyRow => {
     const shape = count === 1 ? dims : [count, ...dims.slice(1)];
-    const tensor = new ort.Tensor(type, tensorDataFromBytes(type, bytes), shape);
+    const tensor: Tensor = { datatype, dims: shape, data: dataFromBytes(datatype, bytes) };
     return {
       row: first,
       id: String(first),
-      request: { inputs: { [spec.name]: tensor }, rows: count, movable: true },
+      request: { kind: 'tensors', inputs: { [spec.name]: tensor }, rows: count, movable: true },
       rows: count,
       shapeKey,
     };

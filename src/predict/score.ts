@@ -1,4 +1,4 @@
-import { isTensorMap, splitRows, type TensorMap } from '../core/tensors.js';
+import { isTensors, splitRows, type Tensors } from '../core/tensors.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import { rowFailure, type ReadyRow } from './dataset.js';
@@ -31,14 +31,14 @@ export async function score(model: Pick<LoadedModel, 'infer'>, scorer: Scorer, i
 }
 
 /** A response of tensors whose first dimension is `count`, as one response a row; else undefined. */
-function splitByRow(response: unknown, count: number): TensorMap[] | undefined {
-  if (!isTensorMap(response)) return undefined;
+function splitByRow(response: unknown, count: number): Tensors[] | undefined {
+  if (!isTensors(response)) return undefined;
   const tensors = Object.entries(response);
   if (!tensors.every(([, tensor]) => tensor.dims[0] === count)) return undefined;
-  const rows: TensorMap[] = Array.from({ length: count }, () => ({}));
+  const rows: Tensors[] = Array.from({ length: count }, () => ({}));
   const ones = new Array<number>(count).fill(1);
   for (const [name, tensor] of tensors) {
-    splitRows(tensor, ones).forEach((part, index) => ((rows[index] as TensorMap)[name] = part));
+    splitRows(tensor, ones).forEach((part, index) => ((rows[index] as Tensors)[name] = part));
   }
   return rows;
 }

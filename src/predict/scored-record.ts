@@ -1,7 +1,5 @@
-import type ort from 'onnxruntime-node';
-import { datatypeOfOrtType } from '../core/datatypes.js';
 import { InferenceFailedError } from '../core/errors.js';
-import { isTensorMap } from '../core/tensors.js';
+import { isTensors, type Tensor } from '../core/tensors.js';
 import { halfToFloat } from '../protocol/binary-tensor.js';
 import type { OutputTensor, ScoredRecord } from './records.js';
 
@@ -20,7 +18,7 @@ export interface Scorer {
  */
 export function scoredRecord(id: string, scorer: Scorer, response: unknown, keep?: readonly string[]): ScoredRecord {
   const base = { id, model: scorer.name, version: scorer.version };
-  if (!isTensorMap(response)) return { ...base, outputs: undefined, answer: answerText(response) };
+  if (!isTensors(response)) return { ...base, outputs: undefined, answer: answerText(response) };
   const names = keep ?? [
     ...scorer.outputNames.filter((name) => name in response),
     ...Object.keys(response).filter((name) => !scorer.outputNames.includes(name)),
@@ -29,22 +27,20 @@ export function scoredRecord(id: string, scorer: Scorer, response: unknown, keep
   for (const name of names) {
     const tensor = response[name];
     if (!tensor) throw new InferenceFailedError(`the handler did not return output "${name}"`);
-    outputs[name] = outputTensor(name, tensor);
+    outputs[name] = outputTensor(tensor);
   }
   return { ...base, outputs, answer: undefined };
 }
 
-export function outputTensor(name: string, tensor: ort.Tensor): OutputTensor {
-  const datatype = datatypeOfOrtType(tensor.type);
-  if (!datatype) throw new InferenceFailedError(`output "${name}" is of type ${tensor.type}, which no format can hold`);
-  return { datatype, shape: [...tensor.dims], data: plainData(tensor) };
+export function outputTensor(tensor: Tensor): OutputTensor {
+  return { datatype: tensor.datatype, shape: [...tensor.dims], data: plainData(tensor) };
 }
 
-function plainData(tensor: ort.Tensor): OutputTensor['data'] {
+function plainData(tensor: Tensor): OutputTensor['data'] {
   const { data } = tensor;
   if (Array.isArray(data)) return [...data];
-  if (tensor.type === 'bool') return Array.from(data as Uint8Array, (value) => value !== 0);
-  if (tensor.type === 'float16') return Array.from(data as Uint16Array, halfToFloat);
+  if (tensor.datatype === 'BOOL') return Array.from(data as Uint8Array, (value) => value !== 0);
+  if (tensor.datatype === 'FP16') return Array.from(data as Uint16Array, halfToFloat);
   if (data instanceof BigInt64Array || data instanceof BigUint64Array) return Array.from(data);
   return Array.from(data as Float32Array);
 }

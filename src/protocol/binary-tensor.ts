@@ -1,8 +1,7 @@
-import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
 import { quoted } from '../core/quote.js';
-import { formatDims } from '../core/tensors.js';
-import { bytesPerElement, ortTypeOf, tensorDataFromBytes, type Datatype } from '../core/datatypes.js';
+import { formatDims, type NumericData, type Tensor } from '../core/tensors.js';
+import { dataFromBytes, datatypeSize, type Datatype } from '../core/datatypes.js';
 
 /**
  * The binary tensor layout of Triton's binary data extension: little-endian, row-major, no
@@ -13,7 +12,7 @@ import { bytesPerElement, ortTypeOf, tensorDataFromBytes, type Datatype } from '
 
 /** Bytes per element; 0 for BYTES, whose elements vary in size. */
 export function elementSize(datatype: Datatype): number {
-  return datatype === 'BYTES' ? 0 : bytesPerElement(ortTypeOf(datatype) as Exclude<ort.Tensor.Type, 'string'>);
+  return datatypeSize(datatype);
 }
 
 /**
@@ -30,18 +29,15 @@ export function readBinaryTensor(
   start: number,
   end: number,
   bytesEncoding: BytesEncoding = 'utf8',
-): ort.Tensor {
+): Tensor {
   const size = end - start;
-  if (datatype === 'BYTES') {
-    return new ort.Tensor('string', readStrings(name, count, body, start, end, bytesEncoding), dims);
-  }
+  if (datatype === 'BYTES') return { datatype, dims, data: readStrings(name, count, body, start, end, bytesEncoding) };
   if (size !== count * elementSize(datatype)) {
     throw new InferenceInputError(
       `input ${quoted(name)}: shape ${formatDims(dims)} of ${datatype} needs ${count * elementSize(datatype)} bytes, got ${size}`,
     );
   }
-  const type = ortTypeOf(datatype) as Exclude<ort.Tensor.Type, 'string'>;
-  return new ort.Tensor(type, tensorDataFromBytes(type, body.subarray(start, end)) as Float32Array, dims);
+  return { datatype, dims, data: dataFromBytes(datatype, body.subarray(start, end)) };
 }
 
 /**
@@ -88,9 +84,9 @@ function readStrings(
 }
 
 /** The tensor's binary form: a view of its data for numeric types, no copy. */
-export function binaryTensorBytes(tensor: ort.Tensor): Uint8Array {
-  if (tensor.type === 'string') return writeStrings(tensor.data as readonly string[]);
-  const data = tensor.data as Exclude<ort.Tensor.DataType, string[]>;
+export function binaryTensorBytes(tensor: Tensor): Uint8Array {
+  if (Array.isArray(tensor.data)) return writeStrings(tensor.data);
+  const data: NumericData = tensor.data;
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
 

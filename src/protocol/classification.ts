@@ -1,5 +1,5 @@
-import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
+import type { Tensor } from '../core/tensors.js';
 import { halfToFloat } from './binary-tensor.js';
 
 type Scores = ArrayLike<number | bigint>;
@@ -11,10 +11,10 @@ type Scores = ArrayLike<number | bigint>;
  * std::to_string does: floats with six decimals, integers exactly. Equal values rank by lower
  * index, NaN ranks last, and `count` is capped at the classes a row has.
  */
-export function classify(name: string, tensor: ort.Tensor, count: number, labels?: readonly string[]): ort.Tensor {
-  if (tensor.type === 'string' || tensor.type === 'bool') {
+export function classify(name: string, tensor: Tensor, count: number, labels?: readonly string[]): Tensor {
+  if (tensor.datatype === 'BYTES' || tensor.datatype === 'BOOL') {
     throw new InferenceInputError(
-      `output "${name}": classification needs a numeric output, this one is ${tensor.type}`,
+      `output "${name}": classification needs a numeric output, this one is ${tensor.datatype}`,
     );
   }
   const batched = tensor.dims.length >= 2;
@@ -22,10 +22,8 @@ export function classify(name: string, tensor: ort.Tensor, count: number, labels
   const classes = batched ? tensor.dims.slice(1).reduce((a, b) => a * b, 1) : tensor.data.length;
   const k = Math.min(count, classes);
   const scores: Scores =
-    tensor.data instanceof Uint16Array && tensor.type === 'float16'
-      ? Float32Array.from(tensor.data, halfToFloat)
-      : (tensor.data as Scores);
-  const isFloat = tensor.type === 'float16' || tensor.type === 'float32' || tensor.type === 'float64';
+    tensor.datatype === 'FP16' ? Float32Array.from(tensor.data as Uint16Array, halfToFloat) : (tensor.data as Scores);
+  const isFloat = tensor.datatype === 'FP16' || tensor.datatype === 'FP32' || tensor.datatype === 'FP64';
   const out = new Array<string>(rows * k);
   for (let row = 0; row < rows; row++) {
     const start = row * classes;
@@ -37,16 +35,16 @@ export function classify(name: string, tensor: ort.Tensor, count: number, labels
         `${isFloat ? (value as number).toFixed(6) : String(value)}:${index}${label === undefined ? '' : `:${label}`}`;
     });
   }
-  return new ort.Tensor('string', out, batched ? [rows, k] : [k]);
+  return { datatype: 'BYTES', dims: batched ? [rows, k] : [k], data: out };
 }
 
 /** The `count` best classes of each row of a float scores tensor ([rows, classes] or [classes]), best first. */
-export function topClassesPerRow(tensor: ort.Tensor, count: number): { index: number; score: number }[][] {
+export function topClassesPerRow(tensor: Tensor, count: number): { index: number; score: number }[][] {
   const batched = tensor.dims.length >= 2;
   const rows = batched ? (tensor.dims[0] as number) : 1;
   const classes = batched ? tensor.dims.slice(1).reduce((a, b) => a * b, 1) : tensor.data.length;
   const scores: Scores =
-    tensor.type === 'float16' ? Float32Array.from(tensor.data as Uint16Array, halfToFloat) : (tensor.data as Scores);
+    tensor.datatype === 'FP16' ? Float32Array.from(tensor.data as Uint16Array, halfToFloat) : (tensor.data as Scores);
   const k = Math.min(count, classes);
   return Array.from({ length: rows }, (_, row) =>
     topIndices(scores, row * classes, classes, k).map((at) => ({

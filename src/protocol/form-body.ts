@@ -1,4 +1,5 @@
 import { InferenceInputError } from '../core/errors.js';
+import { printablePrefix } from '../core/quote.js';
 
 /** One field of an HTML form body: its name, its bytes exactly as sent, and a part's own media type. */
 export interface FormPart {
@@ -114,20 +115,49 @@ function tooManyParts(count: number): InferenceInputError {
 /** The fields TorchServe's handlers read a request from (`data`, else `body`). */
 const UPLOAD_FIELDS: ReadonlySet<string> = new Set(['data', 'body']);
 
+/** Fields named in one error at most; their names are cut to a short printable prefix. */
+const NAMED_FIELDS = 5;
+
 /**
  * The requests a TorchServe-style form upload holds: each `data` or `body` field one request,
  * in order. Any other field is refused rather than dropped: no built-in handler would read it.
+ * Undefined when the body is not a form at all, whatever its Content-Type says: curl's
+ * `--data-binary @kitten.jpg` labels the image application/x-www-form-urlencoded, and TorchServe
+ * takes such a body as the raw input (see `looksLikeForm`).
  */
-export function uploadedRequests(body: Buffer, contentTypeHeader: string): FormPart[] {
+export function uploadedRequests(body: Buffer, contentTypeHeader: string | undefined): FormPart[] | undefined {
+  if (contentTypeHeader === undefined || !looksLikeForm(body, contentTypeHeader)) return undefined;
   const parts = parseFormBody(body, contentTypeHeader);
-  const unread = parts.filter((part) => !UPLOAD_FIELDS.has(part.name)).map((part) => JSON.stringify(part.name));
+  const unread = [
+    ...new Set(parts.filter((part) => !UPLOAD_FIELDS.has(part.name)).map((part) => `"${printablePrefix(part.name)}"`)),
+  ];
   if (unread.length > 0) {
+    const named = unread.slice(0, NAMED_FIELDS).join(', ') + (unread.length > NAMED_FIELDS ? ', …' : '');
     throw new InferenceInputError(
-      `form field${unread.length === 1 ? '' : 's'} ${[...new Set(unread)].join(', ').slice(0, 200)} not read: each request is a field named "data" or "body"`,
+      `form field${unread.length === 1 ? '' : 's'} ${named} not read: each request is a field named "data" or "body"`,
     );
   }
   if (parts.length === 0) throw new InferenceInputError('the form has no "data" or "body" field to predict on');
   const empty = parts.findIndex((part) => part.data.length === 0);
   if (empty !== -1) throw new InferenceInputError(`form field ${empty + 1} ("${parts[empty]?.name}") is empty`);
   return parts;
+}
+
+/** The start of a url-encoded form: a field name, then `=`. */
+const URLENCODED_START = /^[\w.~*%+-]+=/;
+
+/**
+ * Whether a body sent with a form's Content-Type is one. A url-encoded form is text (printable
+ * ASCII, tabs and line breaks) that starts with `name=`: an image, JSON, or a line of text sent
+ * with curl's --data-binary default type is not. A multipart body holds its boundary line; one
+ * without it is not a form. Anything else is the raw input.
+ */
+function looksLikeForm(body: Buffer, contentTypeHeader: string): boolean {
+  const mediaType = contentTypeHeader.split(';')[0]?.trim().toLowerCase();
+  if (mediaType === 'multipart/form-data') return body.includes(`--${boundaryOf(contentTypeHeader)}`);
+  if (mediaType !== 'application/x-www-form-urlencoded') return false;
+  for (const byte of body) {
+    if ((byte < 0x20 || byte > 0x7e) && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d) return false;
+  }
+  return URLENCODED_START.test(body.toString('latin1', 0, Math.min(body.length, 256)));
 }

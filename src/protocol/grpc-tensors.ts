@@ -1,9 +1,7 @@
-import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
 import { quoted, shownValue } from '../core/quote.js';
-import { formatDims } from '../core/tensors.js';
-import { DATATYPES, datatypeOfOrtType, isDatatype, ortTypeOf, type Datatype } from '../core/datatypes.js';
-import type { TensorMap } from '../core/tensors.js';
+import { formatDims, type Tensor, type TensorData, type Tensors } from '../core/tensors.js';
+import { DATATYPES, isDatatype, type Datatype } from '../core/datatypes.js';
 import { binaryTensorBytes, readBinaryTensor, type BytesEncoding } from './binary-tensor.js';
 import { classify } from './classification.js';
 import type { DecodedInferRequest, RequestedOutput, ResponseOutput } from './v2-codec.js';
@@ -135,7 +133,7 @@ export function decodeGrpcInferRequest(
       );
     }
   }
-  const inputs = Object.create(null) as TensorMap;
+  const inputs = Object.create(null) as Tensors;
   given.forEach((input, index) => {
     const { name } = input;
     if (!name) throw new InferenceInputError(`inputs[${index}] needs a name`);
@@ -154,7 +152,7 @@ export function decodeGrpcInferRequest(
   };
 }
 
-function readInput(input: InferInputTensorMessage, raw: Buffer | undefined, bytesEncoding: BytesEncoding): ort.Tensor {
+function readInput(input: InferInputTensorMessage, raw: Buffer | undefined, bytesEncoding: BytesEncoding): Tensor {
   const { name, datatype, contents } = input;
   if (!isDatatype(datatype)) {
     const why = datatype === 'BF16' ? ': onnxruntime-node has no bfloat16 tensors' : '';
@@ -202,7 +200,7 @@ function readTypedTensor(
   count: number,
   contents: InferTensorContentsMessage,
   bytesEncoding: BytesEncoding,
-): ort.Tensor {
+): Tensor {
   if (datatype === 'FP16') {
     throw new InferenceInputError(
       `input ${quoted(name)}: FP16 has no typed contents field, send it in raw_input_contents`,
@@ -220,7 +218,7 @@ function readTypedTensor(
       `input ${quoted(name)}: shape ${formatDims(dims)} needs ${count} elements, ${field} has ${values.length}`,
     );
   }
-  return new ort.Tensor(ortTypeOf(datatype), typedTensorData(name, datatype, values, bytesEncoding), dims);
+  return { datatype, dims, data: typedTensorData(name, datatype, values, bytesEncoding) };
 }
 
 function typedTensorData(
@@ -228,7 +226,7 @@ function typedTensorData(
   datatype: Exclude<Datatype, 'FP16'>,
   values: readonly unknown[],
   bytesEncoding: BytesEncoding,
-): ort.Tensor['data'] {
+): TensorData {
   switch (datatype) {
     case 'BOOL':
       return Uint8Array.from(values as readonly boolean[], Number);
@@ -251,11 +249,7 @@ function typedTensorData(
  * int_contents and uint_contents carry 8- and 16-bit integers as 32-bit ones. Triton keeps the
  * low bytes of each; a value out of range is refused here instead, as in a JSON request.
  */
-function integerTensorData(
-  name: string,
-  datatype: keyof typeof INTEGER_TYPES,
-  values: readonly number[],
-): ort.Tensor['data'] {
+function integerTensorData(name: string, datatype: keyof typeof INTEGER_TYPES, values: readonly number[]): TensorData {
   const [IntegerArray, min, max] = INTEGER_TYPES[datatype];
   const out = new IntegerArray(values.length);
   for (let i = 0; i < values.length; i++) {
@@ -367,9 +361,7 @@ export function encodeGrpcInferResponse(response: {
       output.classification === undefined
         ? output.tensor
         : classify(output.name, output.tensor, output.classification, output.labels);
-    const datatype = datatypeOfOrtType(tensor.type);
-    if (datatype === undefined) throw new TypeError(`output "${output.name}": v2 cannot carry ${tensor.type} tensors`);
-    outputs[index] = { name: output.name, datatype, shape: tensor.dims };
+    outputs[index] = { name: output.name, datatype: tensor.datatype, shape: tensor.dims };
     raw[index] = binaryTensorBytes(tensor);
   });
   return {

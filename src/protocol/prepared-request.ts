@@ -1,6 +1,6 @@
 import { InferenceInputError, UsageError } from '../core/errors.js';
 import { quoted, shownValue } from '../core/quote.js';
-import { batchPlacement, checkRequestTensors, type TensorMap, type TensorSpec } from '../core/tensors.js';
+import { batchPlacement, checkRequestTensors, type Tensors, type TensorSpec } from '../core/tensors.js';
 import type { BytesEncoding } from './binary-tensor.js';
 import { decodeInferRequest, type DecodedInferRequest, type HeaderParser, type RequestedOutput } from './v2-codec.js';
 
@@ -21,7 +21,7 @@ export interface ModelSignature {
 export interface PreparedRequest {
   readonly id: string | undefined;
   /** Every input the model takes, none it does not, each of the right datatype and shape. */
-  readonly inputs: TensorMap;
+  readonly inputs: Tensors;
   /** Rows the request adds to a batch (its batch dimension; 1 when the model does not batch). */
   readonly rows: number;
   /** Only requests with the same key (their non-batch dimensions) share a batch. */

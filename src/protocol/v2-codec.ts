@@ -1,9 +1,7 @@
-import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../core/errors.js';
 import { quoted, shownValue } from '../core/quote.js';
-import { formatDims } from '../core/tensors.js';
-import { DATATYPES, datatypeOfOrtType, isDatatype, type Datatype } from '../core/datatypes.js';
-import type { TensorMap, TensorSpec } from '../core/tensors.js';
+import { formatDims, type Tensor, type Tensors, type TensorSpec } from '../core/tensors.js';
+import { DATATYPES, isDatatype, type Datatype } from '../core/datatypes.js';
 import {
   binaryTensorBytes,
   elementSize,
@@ -32,7 +30,7 @@ export interface DecodedInferRequest {
   /** Request-level parameters (e.g. timeout, priority) as given. */
   parameters: Record<string, unknown>;
   /** Tensors by input name, in the request's datatype and shape; not yet checked against the model. */
-  inputs: TensorMap;
+  inputs: Tensors;
   /** Undefined: every output, binary only when `binaryDataOutput`. */
   outputs?: RequestedOutput[];
   binaryDataOutput: boolean;
@@ -43,7 +41,7 @@ export type HeaderParser = (body: Buffer, length: number) => unknown;
 
 export interface ResponseOutput {
   name: string;
-  tensor: ort.Tensor;
+  tensor: Tensor;
   binary: boolean;
   /** Return the top `classification` classes per row instead of the tensor. */
   classification?: number;
@@ -84,7 +82,7 @@ export function decodeInferRequest(
   const binaryDataOutput = optionalBoolean(parameters.binary_data_output, 'parameters.binary_data_output') ?? false;
   if (!Array.isArray(header.inputs)) throw new InferenceInputError('the request needs an "inputs" array');
 
-  const inputs = Object.create(null) as TensorMap;
+  const inputs = Object.create(null) as Tensors;
   let offset = jsonLength;
   header.inputs.forEach((raw: unknown, index) => {
     const input = describeInput(raw, index);
@@ -95,8 +93,8 @@ export function decodeInferRequest(
       }
       const tensor = readJsonTensor(input, input.raw.data, jsonLength);
       inputs[input.name] =
-        bytesEncoding === 'latin1' && tensor.type === 'string'
-          ? new ort.Tensor('string', (tensor.data as string[]).map(textAsByteString), tensor.dims)
+        bytesEncoding === 'latin1' && Array.isArray(tensor.data)
+          ? { ...tensor, data: tensor.data.map(textAsByteString) }
           : tensor;
       return;
     }
@@ -231,7 +229,7 @@ function decodeRawRequest(
     );
   }
   const rowElements = rowShape.reduce((product, dim) => product * dim, 1);
-  let tensor: ort.Tensor;
+  let tensor: Tensor;
   if (datatype === 'BYTES') {
     // As in Triton: the body is one element, so the input must hold exactly one.
     if (rowElements !== 1) {
@@ -239,7 +237,7 @@ function decodeRawRequest(
         `input ${quoted(name)}: a raw BYTES request is one element, the model's shape [${shape.join(', ')}] holds more`,
       );
     }
-    tensor = new ort.Tensor('string', [body.toString(bytesEncoding)], batched ? [1, ...rowShape] : shape);
+    tensor = { datatype, dims: batched ? [1, ...rowShape] : shape, data: [body.toString(bytesEncoding)] };
   } else {
     const rowBytes = rowElements * elementSize(datatype);
     const rows = batched ? body.length / rowBytes : 1;
@@ -251,7 +249,7 @@ function decodeRawRequest(
     const dims = batched ? [rows, ...rowShape] : [...shape];
     tensor = readBinaryTensor(name, datatype, dims, rows * rowElements, body, 0, body.length);
   }
-  const inputs = Object.create(null) as TensorMap;
+  const inputs = Object.create(null) as Tensors;
   inputs[name] = tensor;
   // Triton returns every output of a raw request as binary data: the client sent no header.
   return { parameters: {}, inputs, binaryDataOutput: true };
@@ -275,9 +273,7 @@ export function encodeInferResponse(response: {
       output.classification === undefined
         ? output.tensor
         : classify(output.name, output.tensor, output.classification, output.labels);
-    const datatype = datatypeOfOrtType(tensor.type);
-    if (datatype === undefined) throw new TypeError(`output "${output.name}": v2 cannot carry ${tensor.type} tensors`);
-    json += `${index === 0 ? '' : ','}{"name":${JSON.stringify(output.name)},"datatype":"${datatype}","shape":[${tensor.dims.join(',')}],`;
+    json += `${index === 0 ? '' : ','}{"name":${JSON.stringify(output.name)},"datatype":"${tensor.datatype}","shape":[${tensor.dims.join(',')}],`;
     if (output.binary) {
       const bytes = binaryTensorBytes(tensor);
       binaryParts.push(bytes);

@@ -1,7 +1,7 @@
 import { batchCostMs, type Batcher } from '../batching/batcher.js';
 import type { CompleteModelConfig } from '../config/model-config.js';
 import type { HandlerRequest } from '../core/request.js';
-import { syntheticFeeds } from '../core/tensors.js';
+import { syntheticTensors } from '../core/tensors.js';
 
 /**
  * Untimed rounds first: onnxruntime's first passes at a new shape are slower (allocations, the
@@ -32,8 +32,12 @@ export async function calibrateCost(
   batcher: Batcher,
   config: CompleteModelConfig,
 ): Promise<{ rows: number; ms: number }[]> {
-  const feeds = syntheticFeeds(config.inputs, 1);
-  const request: HandlerRequest = { inputs: feeds, rows: 1 };
+  const request: HandlerRequest = {
+    kind: 'tensors',
+    inputs: syntheticTensors(config.inputs, 1),
+    rows: 1,
+    movable: false,
+  };
   const sizes = calibrationSizes(config.max_batch_size);
   return batcher.exclusive(async (runner) => {
     const timed: { rows: number; ms: number }[] = [];

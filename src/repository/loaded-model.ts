@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { ArchiveManifest } from '../archive/manifest.js';
 import {
   Batcher,
+  effectiveTimeoutUs,
   type BatchingPolicy,
   type QueueReservation,
   type SubmitOptions,
@@ -231,7 +232,7 @@ export class LoadedModel {
     return this.#batcher.reserve();
   }
 
-  /** Queues one request for batching. Its outcome is recorded by whoever answers it (server/request-outcome). */
+  /** Queues one request for batching (or answers it from the cache). Its outcome is recorded by the inference call (server/inference-call). */
   infer(given: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> {
     if (this.#modelState !== 'ready') {
       return Promise.reject(
@@ -240,8 +241,8 @@ export class LoadedModel {
     }
     const request = this.#currentConfig.pipeline ? this.#withDeadline(given, options) : given;
     const cache = this.#cache;
-    const key = cache?.keyOf(request);
-    if (cache === undefined || key === undefined) return this.#batcher.submit(request, options);
+    if (cache === undefined) return this.#batcher.submit(request, options);
+    const key = cache.keyOf(request);
     const started = process.hrtime.bigint();
     const cached = cache.get(key);
     if (cached !== undefined) {
@@ -415,12 +416,6 @@ export class LoadedModel {
     this.#parts.metrics.modelUnloaded(this.name, this.version);
     this.#modelState = 'unloaded';
   }
-}
-
-/** The request's own timeout may only shorten the model's default; 0 = none. */
-function effectiveTimeoutUs(defaultUs: number, requestedUs: number | undefined): number {
-  if (requestedUs === undefined || requestedUs <= 0) return defaultUs;
-  return defaultUs > 0 ? Math.min(defaultUs, requestedUs) : requestedUs;
 }
 
 /** `max_latency`, else the request timeout (a request is refused past it anyway), else 1 s. */

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import ort from 'onnxruntime-node';
 import type { HandlerRequest } from '../core/request.js';
-import { isTensorMap, type TensorMap } from '../core/tensors.js';
+import { isTensors, type Tensor, type Tensors } from '../core/tensors.js';
 
 /** A request's identity in the cache: a strong hash to find it, and every byte to confirm it. */
 export interface CacheKey {
@@ -47,18 +46,18 @@ export class ResponseCache {
     return this.#bytes;
   }
 
-  /** The key of a request, or undefined for one the cache cannot key (no inputs or body). */
-  keyOf(request: HandlerRequest): CacheKey | undefined {
+  /** The key of a request: its tensors, its body and content type, or its texts. */
+  keyOf(request: HandlerRequest): CacheKey {
     const parts: Buffer[] = [];
-    if (request.inputs) {
+    if (request.kind === 'tensors') {
       for (const name of Object.keys(request.inputs).sort()) {
-        const tensor = request.inputs[name] as ort.Tensor;
-        parts.push(Buffer.from(`${JSON.stringify([name, tensor.type, tensor.dims])}\n`), tensorBytes(tensor));
+        const tensor = request.inputs[name] as Tensor;
+        parts.push(Buffer.from(`${JSON.stringify([name, tensor.datatype, tensor.dims])}\n`), tensorBytes(tensor));
       }
-    } else if (request.body) {
+    } else if (request.kind === 'body') {
       parts.push(Buffer.from(`${JSON.stringify(['body', request.contentType ?? ''])}\n`), request.body);
     } else {
-      return undefined;
+      parts.push(Buffer.from(`${JSON.stringify(['texts', request.texts])}\n`));
     }
     // Length-prefixed, so no two different requests can concatenate to the same bytes.
     const material = Buffer.concat(parts.flatMap((part) => [lengthOf(part), part]));
@@ -104,7 +103,7 @@ function lengthOf(part: Buffer): Buffer {
   return length;
 }
 
-function tensorBytes(tensor: ort.Tensor): Buffer {
+function tensorBytes(tensor: Tensor): Buffer {
   const { data } = tensor;
   if (Array.isArray(data)) return Buffer.from(JSON.stringify(data));
   return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
@@ -115,11 +114,10 @@ function tensorBytes(tensor: ort.Tensor): Buffer {
  * batch's tensors, which would keep the whole batch alive and make the byte count a lie.
  */
 function ownCopy(response: unknown): unknown {
-  if (isTensorMap(response)) {
-    const copy: TensorMap = {};
-    for (const [name, tensor] of Object.entries(response)) {
-      const data = tensor.data;
-      copy[name] = new ort.Tensor(tensor.type, Array.isArray(data) ? [...data] : data.slice(), tensor.dims);
+  if (isTensors(response)) {
+    const copy: Tensors = {};
+    for (const [name, { datatype, dims, data }] of Object.entries(response)) {
+      copy[name] = { datatype, dims: [...dims], data: Array.isArray(data) ? [...data] : data.slice() };
     }
     return copy;
   }
@@ -128,7 +126,7 @@ function ownCopy(response: unknown): unknown {
 }
 
 function sizeOf(response: unknown): number {
-  if (isTensorMap(response)) {
+  if (isTensors(response)) {
     let bytes = 0;
     for (const tensor of Object.values(response)) bytes += tensorBytes(tensor).length;
     return bytes;

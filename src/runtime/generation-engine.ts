@@ -36,6 +36,11 @@ export interface GenerationSubmission {
   readonly logprobs?: number;
   /** Set for an answer that must parse as JSON, and match a schema when it names one. */
   readonly responseFormat?: ResponseFormat;
+  /**
+   * Answers to the same prompt (OpenAI's n), ids `id` to `id + choices − 1`, each with its own
+   * draw (seed + its index): the prompt is read once, and its cache copied to the others.
+   */
+  readonly choices?: number;
 }
 
 export type FinishReason = 'stop' | 'length';
@@ -73,6 +78,8 @@ export interface GenerationEvents {
 }
 
 interface Sequence {
+  /** The submission's id, plus its choice for the second answer on. */
+  readonly id: number;
   readonly submission: GenerationSubmission;
   readonly random: () => number;
   /** The length of its longest stop string: how much new text is held back until it can't start one. */
@@ -90,6 +97,8 @@ interface Sequence {
   logprob: SequenceToken[2];
   /** Its response_format's grammar state: masks every token the answer may not take next. */
   grammar: GrammarState | undefined;
+  /** The other answers to its prompt, held until it has read it (then they take copies of its row). */
+  siblings: Sequence[];
   generated: number;
   text: string;
   emitted: number;
@@ -165,14 +174,56 @@ export class GenerationEngine {
   /** Queues a sequence; its tokens and its end come back through the listener. */
   submit(submission: GenerationSubmission): void {
     const refusal = this.#refusal(submission);
+    const choices = submission.choices ?? 1;
     if (refusal) {
-      this.#ended.push({ id: submission.id, error: toWireError(refusal) });
+      for (let choice = 0; choice < choices; choice++) {
+        this.#ended.push({ id: submission.id + choice, error: toWireError(refusal) });
+      }
       this.#send();
       return;
     }
-    const sequence: Sequence = {
+    const all = Array.from({ length: choices }, (_, choice) => this.#sequence(submission, choice));
+    const [reader, ...siblings] = all as [Sequence, ...Sequence[]];
+    reader.siblings = siblings;
+    for (const sequence of all) this.#byId.set(sequence.id, sequence);
+    if (!submission.responseFormat) {
+      this.#queue(reader);
+      return;
+    }
+    // Compiling a schema takes a while the first time: the sequences wait for it, not the steps.
+    const { grammars } = this;
+    if (!grammars) {
+      for (const sequence of all)
+        this.#end(sequence, new InferenceInputError('"response_format" is not served by this model'));
+      this.#send();
+      return;
+    }
+    const format = submission.responseFormat;
+    Promise.all(all.map(() => grammars.state(format))).then(
+      (states) => {
+        all.forEach((sequence, index) => (sequence.grammar = states[index]));
+        if (reader.ended) for (const sequence of all) sequence.grammar?.dispose();
+        else if (reader.cancelled) {
+          for (const sequence of all) this.#end(sequence, new RequestCancelledError('the client went away'));
+          this.#send();
+        } else this.#queue(reader);
+      },
+      (error: unknown) => {
+        for (const sequence of all) {
+          if (!sequence.ended)
+            this.#end(sequence, error instanceof Error ? error : new InferenceFailedError(String(error)));
+        }
+        this.#send();
+      },
+    );
+  }
+
+  /** One answer of a submission: `choice` draws from its own stream. */
+  #sequence(submission: GenerationSubmission, choice: number): Sequence {
+    return {
+      id: submission.id + choice,
       submission,
-      random: mulberry32(submission.seed),
+      random: mulberry32(submission.seed + choice),
       longestStop: submission.stop.reduce((most, stop) => Math.max(most, stop.length), 0),
       detokenizer: new IncrementalDetokenizer(this.tokenizer, submission.promptIds),
       read: 0,
@@ -181,39 +232,13 @@ export class GenerationEngine {
       counts: submission.presencePenalty || submission.frequencyPenalty ? new Map() : undefined,
       logprob: undefined,
       grammar: undefined,
+      siblings: [],
       generated: 0,
       text: '',
       emitted: 0,
       ended: false,
       cancelled: false,
     };
-    this.#byId.set(submission.id, sequence);
-    if (!submission.responseFormat) {
-      this.#queue(sequence);
-      return;
-    }
-    // Compiling a schema takes a while the first time: the sequence waits for it, not the steps.
-    const grammars = this.grammars;
-    if (!grammars) {
-      this.#end(sequence, new InferenceInputError('"response_format" is not served by this model'));
-      this.#send();
-      return;
-    }
-    grammars.state(submission.responseFormat).then(
-      (grammar) => {
-        sequence.grammar = grammar;
-        if (sequence.ended) grammar.dispose();
-        else if (sequence.cancelled) {
-          this.#end(sequence, new RequestCancelledError('the client went away'));
-          this.#send();
-        } else this.#queue(sequence);
-      },
-      (error: unknown) => {
-        if (sequence.ended) return;
-        this.#end(sequence, error instanceof Error ? error : new InferenceFailedError(String(error)));
-        this.#send();
-      },
-    );
   }
 
   #queue(sequence: Sequence): void {
@@ -238,9 +263,7 @@ export class GenerationEngine {
   close(): Promise<void> {
     this.#closed = true;
     const error = new ModelNotReadyError('the model was unloaded while generating');
-    for (const sequence of [...this.#waiting, ...this.#batches.flatMap((batch) => batch.sequences)]) {
-      if (!sequence.ended) this.#end(sequence, error);
-    }
+    for (const sequence of [...this.#byId.values()]) if (!sequence.ended) this.#end(sequence, error);
     this.#waiting.length = 0;
     this.#batches = [];
     this.#send();
@@ -251,6 +274,11 @@ export class GenerationEngine {
     if (this.#closed) return new ModelNotReadyError('the model is unloading');
     const never = sequenceRefusal(this.options, this.#bytesPerToken, submission.promptIds.length, submission.maxTokens);
     if (never) return never;
+    if ((submission.choices ?? 1) > this.#rowLimit) {
+      return new InferenceInputError(
+        `"n" ${submission.choices} is over the ${this.#rowLimit} sequences this model decodes together`,
+      );
+    }
     // Those that will join at the next step are not waiting: only the rest count.
     const rows = this.#batches.reduce((sum, batch) => sum + live(batch).length, 0);
     const places = Math.max(this.#rowLimit - rows, 0);
@@ -278,7 +306,12 @@ export class GenerationEngine {
     try {
       for (;;) {
         const batch = this.#plan();
-        if (!batch || this.#closed) break;
+        if (!batch || this.#closed) {
+          // A plan that ended sequences and runs none (the last running one was cancelled)
+          // still tells them, or their clients' calls would never settle.
+          this.#send();
+          break;
+        }
         await this.#step(batch);
         // A batch whose every sequence ended holds its cache no longer.
         this.#batches = this.#batches.filter((running) => live(running).length > 0);
@@ -417,7 +450,7 @@ export class GenerationEngine {
       this.#findPrefix(next);
       const prompt = next.submission.promptIds.length;
       if (this.batching === 'equal-length' && prompt !== length) continue;
-      if (rows + joining.length >= rowLimit) break;
+      if (rows + rowsOf(joining) + rowsOf([next]) > rowLimit) break;
       if (tokens + reservedTokens(next) > options.max_total_tokens) break;
       if (joining.length > 0 && prompt > promptBudget) break;
       // Prompts read in one step are padded to the longest: one much longer waits for the next.
@@ -450,10 +483,10 @@ export class GenerationEngine {
     }
     let tokens = 0;
     this.#batches.forEach((batch, index) => {
-      tokens += worstWidth(batch.cache.width, batches[index] as Sequence[]) * (batches[index] as Sequence[]).length;
+      tokens += worstWidth(batch.cache.width, batches[index] as Sequence[]) * rowsOf(batches[index] as Sequence[]);
     });
     const fresh = batches[this.#batches.length];
-    if (fresh) tokens += worstWidth(0, fresh) * fresh.length;
+    if (fresh) tokens += worstWidth(0, fresh) * rowsOf(fresh);
     return tokens * this.#bytesPerToken;
   }
 
@@ -500,6 +533,7 @@ export class GenerationEngine {
       if (sequence.grammar && done && !sequence.ended) masks.push(sequence.grammar.mask(rowLogits(r)));
     });
     await Promise.all(masks);
+    const forks: { row: number; siblings: Sequence[] }[] = [];
     rows.forEach((sequence, r) => {
       const { promptIds } = sequence.submission;
       const { length } = promptIds;
@@ -509,14 +543,45 @@ export class GenerationEngine {
       }
       // A prompt not read to its end takes no token yet.
       if (sequence.ended || sequence.read < length) return;
-      try {
-        this.#advance(sequence, rowLogits(r));
-      } catch (error) {
-        // A tokenizer that cannot decode what the model chose fails that sequence, not the loop.
-        const message = error instanceof Error ? error.message : String(error);
-        this.#end(sequence, new InferenceFailedError(`generation failed: ${message}`));
+      const logits = rowLogits(r);
+      if (sequence.siblings.length > 0) {
+        // The other answers draw their first token from the same logits, before this one's
+        // penalties and bias change them, and take copies of its row.
+        const siblings = sequence.siblings.filter((sibling) => !this.#cancelledNow(sibling));
+        sequence.siblings = [];
+        for (const sibling of siblings) {
+          sibling.read = length;
+          this.#draw(sibling, logits.slice());
+        }
+        forks.push({ row: r, siblings });
       }
+      this.#draw(sequence, logits);
     });
+    if (forks.length > 0) {
+      batch.cache = BatchCache.pack(this.layout, [
+        {
+          cache: batch.cache,
+          rows: [...rows.keys(), ...forks.flatMap(({ row, siblings }) => siblings.map(() => row))],
+        },
+      ]);
+      batch.sequences = [...rows, ...forks.flatMap(({ siblings }) => siblings)];
+    }
+  }
+
+  /** A sibling cancelled while it waited for its prompt: ended now, not forked. */
+  #cancelledNow(sequence: Sequence): boolean {
+    if (sequence.cancelled) this.#end(sequence, new RequestCancelledError('the client went away'));
+    return sequence.cancelled;
+  }
+
+  #draw(sequence: Sequence, logits: Float32Array): void {
+    try {
+      this.#advance(sequence, logits);
+    } catch (error) {
+      // A tokenizer that cannot decode what the model chose fails that sequence, not the loop.
+      const message = error instanceof Error ? error.message : String(error);
+      this.#end(sequence, new InferenceFailedError(`generation failed: ${message}`));
+    }
   }
 
   /** The sequence's next token: drawn, added to its text; the sequence ends when it should. */
@@ -559,7 +624,7 @@ export class GenerationEngine {
 
   #tokenEvent(sequence: Sequence, text: string): SequenceToken {
     const { logprob } = sequence;
-    return logprob ? [sequence.submission.id, text, logprob] : [sequence.submission.id, text];
+    return logprob ? [sequence.id, text, logprob] : [sequence.id, text];
   }
 
   /** Text no stop string can still claim (and no half a character), or everything at the end. */
@@ -577,9 +642,9 @@ export class GenerationEngine {
     sequence.grammar?.dispose();
     this.#tokens.push(this.#tokenEvent(sequence, this.#release(sequence, true)));
     sequence.ended = true;
-    this.#byId.delete(sequence.submission.id);
+    this.#byId.delete(sequence.id);
     this.#ended.push({
-      id: sequence.submission.id,
+      id: sequence.id,
       text: sequence.text,
       finishReason: reason,
       promptTokens: sequence.submission.promptIds.length,
@@ -589,9 +654,12 @@ export class GenerationEngine {
 
   #end(sequence: Sequence, error: Error): void {
     sequence.grammar?.dispose();
+    // Answers still waiting for this one to read their prompt share its fate.
+    for (const sibling of sequence.siblings) if (!sibling.ended) this.#end(sibling, error);
+    sequence.siblings = [];
     sequence.ended = true;
-    this.#byId.delete(sequence.submission.id);
-    this.#ended.push({ id: sequence.submission.id, error: toWireError(error) });
+    this.#byId.delete(sequence.id);
+    this.#ended.push({ id: sequence.id, error: toWireError(error) });
   }
 
   /** Batches that can share a step become one: padded, all of them; equal-length, those of one length. */
@@ -741,9 +809,14 @@ function liveRows(batch: RunningBatch): number[] {
   return rows;
 }
 
-/** Tokens a sequence may hold in the cache: its prompt and every token it may add. */
+/** Tokens a sequence may hold in the cache: its prompt and every token it may add, for it and each answer it will fork. */
 function reservedTokens(sequence: Sequence): number {
-  return sequence.submission.promptIds.length + sequence.submission.maxTokens;
+  return (sequence.submission.promptIds.length + sequence.submission.maxTokens) * (1 + sequence.siblings.length);
+}
+
+/** Rows sequences take, with the answers they will fork. */
+function rowsOf(sequences: readonly Sequence[]): number {
+  return sequences.reduce((sum, sequence) => sum + 1 + sequence.siblings.length, 0);
 }
 
 /** The width a batch's cache can reach: today's, plus the longest unread prompt, plus the most tokens any row may still add. */

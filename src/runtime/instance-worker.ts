@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { ModelInstance } from './model-instance.js';
 import { openInstance, type InstanceSpec } from './open-instance.js';
 import type { InstanceCommand } from './worker-instance.js';
-import { fromWireRequest, toWireError, toWireResponse, type WireRequest } from './worker-protocol.js';
+import { handlerRequestFromWire, toWireError, wireFromHandlerResponse, type WireRequest } from './worker-protocol.js';
 
 /**
  * One model instance in a worker thread of its own: the handler's JavaScript work and the
@@ -34,10 +34,10 @@ try {
     });
   }
   const runAndAnswer = (id: number, requests: WireRequest[]): Promise<void> =>
-    instance.run(requests.map(fromWireRequest)).then(
+    instance.runHandler(requests.map(handlerRequestFromWire)).then(
       ({ responses, timings }) => {
         try {
-          port.postMessage({ type: 'result', id, responses: responses.map(toWireResponse), timings });
+          port.postMessage({ type: 'result', id, responses: responses.map(wireFromHandlerResponse), timings });
         } catch (error) {
           port.postMessage({ type: 'result', id, error: toWireError(error) });
         }

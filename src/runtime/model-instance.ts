@@ -3,6 +3,7 @@ import type { BatchRunner } from '../batching/batch-runner.js';
 import { BatchserveError, InferenceFailedError } from '../core/errors.js';
 import { runBatchTimed } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
+import { answerOf, handlerRequestOf } from '../handlers/ort-tensors.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import type { GenerationEngine, GenerationSubmission } from './generation-engine.js';
 import type { GenerationChannel, GenerationListener } from './generator.js';
@@ -67,7 +68,16 @@ export class ModelInstance implements ServingInstance, GenerationChannel {
     return this.#generation.engine;
   }
 
+  /** A batch from this thread: its tensors become onnxruntime's for the handler, and the answers' plain again. */
   async run(requests: readonly HandlerRequest[]): Promise<{ responses: unknown[]; timings: BatchTimings }> {
+    const { responses, timings } = await this.runHandler(requests.map(handlerRequestOf));
+    return { responses: responses.map(answerOf), timings };
+  }
+
+  /** A batch as the handler takes it (a worker builds it straight from the wire); the handler's answers as given. */
+  async runHandler(
+    requests: readonly HandlerRequest<ort.Tensor>[],
+  ): Promise<{ responses: unknown[]; timings: BatchTimings }> {
     try {
       return await runBatchTimed(this.#handler, requests, this.#context);
     } catch (error) {

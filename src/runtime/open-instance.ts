@@ -5,7 +5,7 @@ import { loadHandler } from '../handlers/load.js';
 import { createHandlerContext, runBatch } from '../handlers/pipeline.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
 import { createDeviceSession, readSignature } from './session.js';
-import { syntheticFeeds } from '../core/tensors.js';
+import { syntheticFeeds } from '../handlers/ort-tensors.js';
 import { ModelLoadError } from '../core/errors.js';
 import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE, SimulatedSession } from './simulated-device.js';
 import type { GenerationEngine } from './generation-engine.js';
@@ -116,7 +116,7 @@ async function warmUp(handler: Handler, context: HandlerContext, config: Complet
   for (const size of sizes) {
     const inputs = syntheticFeeds(config.inputs, size > 0 ? size : undefined);
     try {
-      await runBatch(handler, [{ inputs, rows: Math.max(size, 1) }], context);
+      await runBatch(handler, [{ kind: 'tensors', inputs, rows: Math.max(size, 1), movable: false }], context);
     } catch (error) {
       const why = error instanceof Error ? error.message : String(error);
       throw new ModelLoadError(

@@ -160,7 +160,9 @@ export class WorkerInstance implements BatchRunner, GenerationChannel {
     const id = this.#nextId++;
     const wire = requests.map(toWireRequest);
     const only = wire[0];
-    const transfer = wire.length === 1 && only && requests[0]?.movable ? buffersOf(only) : [];
+    const first = requests[0];
+    const movable = first !== undefined && first.kind !== 'texts' && first.movable;
+    const transfer = wire.length === 1 && only && movable ? buffersOf(only) : [];
     return new Promise((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject });
       this.#post({ type: 'run', id, requests: wire }, transfer);

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import {
@@ -11,8 +10,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
-import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
-import { ForbiddenError, PayloadTooLargeError } from '../core/errors.js';
+import { ForbiddenError, PayloadTooLargeError, QueueTimeoutError } from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import { inferenceProtocol, peekModelTarget } from '../protocol/grpc-messages.js';
 import {
@@ -20,34 +18,25 @@ import {
   encodeGrpcInferResponse,
   type ModelInferRequestMessage,
 } from '../protocol/grpc-tensors.js';
-import { prepareDecoded, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
+import { prepareDecoded, type PreparedRequest } from '../protocol/prepared-request.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
-import type { RouteChoice, StickyHeaders } from '../traffic/version-router.js';
+import type { StickyHeaders } from '../traffic/version-router.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import type { KeyRing } from './auth.js';
 import { largestInferMessage } from './grpc-message-limit.js';
 import { loadFromStoreWith, modelChangeOfLoadParameters } from './model-change.js';
 import { grpcError } from './grpc-status.js';
-import {
-  asTensorMap,
-  handlerRequest,
-  HEADER_SAFE,
-  missingOutput,
-  platformOf,
-  requireReady,
-  submitOptions,
-  V2_EXTENSIONS,
-} from './inference-api.js';
-import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
-import { recordedRun, type RequestOutcome } from './request-outcome.js';
+import { asTensors, missingOutput, platformOf, V2_EXTENSIONS } from './inference-api.js';
+import { tensorWork, type Infer } from './inference-call.js';
 import { tritonModelConfig } from './triton-config.js';
 
 export interface GrpcApiOptions {
   readonly repository: ModelRepository;
   readonly traffic: TrafficControl;
-  readonly logs: PredictionLogs;
+  /** The inference call ModelInfer and each ModelStreamInfer message make. */
+  readonly infer: Infer;
   /** False while the server drains: readiness fails and new requests get UNAVAILABLE. */
   readonly isAccepting: () => boolean;
   /** The keys: management for repository load and unload; in TorchServe mode, inference for infer. */
@@ -57,7 +46,6 @@ export interface GrpcApiOptions {
   readonly maxStreams: number;
   /** Bytes of metadata one call may carry (grpc_max_metadata_size). */
   readonly maxMetadataBytes: number;
-  readonly requestFinished: (outcome: RequestOutcome) => void;
 }
 
 /** A stream's bookkeeping: it ends once the client is done (or the server drains) and nothing is pending. */
@@ -180,7 +168,7 @@ export class GrpcInferenceApi {
             callback(null, answer);
           },
           (error: unknown) => {
-            const failure = grpcError(error);
+            const failure = deadlineFailure(error, call.getDeadline()) ?? grpcError(error);
             for (const [key, value] of Object.entries(trailers.getMap())) failure.metadata?.set(key, value);
             callback(failure);
           },
@@ -211,7 +199,8 @@ export class GrpcInferenceApi {
   }
 
   /**
-   * One inference: admission, decoding against the chosen version, the batcher, the answer.
+   * The gRPC codec: the model is read from the message's first fields (peekModelTarget), the
+   * request admitted on them and only then decoded against the version that answers.
    * `tell` receives the metadata the answer carries (the version, the request id).
    */
   async #infer(
@@ -221,72 +210,43 @@ export class GrpcInferenceApi {
     signal: AbortSignal,
     tell: (key: string, value: string) => void,
   ): Promise<object> {
-    const { repository, traffic, logs } = this.#options;
-    // TorchServe mode: an infer needs the inference key, as on REST.
-    this.#options.keys?.check('inference', firstString(metadata, 'authorization'));
-    let model: LoadedModel | undefined;
-    let logged: LoggedRequest | undefined;
-    const result = await recordedRun(
-      this.#options.requestFinished,
-      'grpc',
-      true,
-      () => model,
-      async () => {
-        const target = peekModelTarget(raw);
-        const choice: RouteChoice = { routing: 'explicit', stickyKey: undefined };
-        model = target.version
-          ? repository.get(target.name, target.version)
-          : traffic.router.route(target.name, stickyHeaders(metadata), NO_QUERY, choice);
-        tell('x-model-version', model.version);
-        requireReady(model, this.#options.isAccepting() && model.state === 'ready');
-        refuseOversized(raw, model);
-        const reservation: QueueReservation = model.reserve();
-        try {
-          const message = this.#inferRequest.decode(raw);
+    const target = peekModelTarget(raw);
+    const at = deadline instanceof Date ? deadline.getTime() : deadline;
+    let answer: object | undefined;
+    await this.#options.infer(
+      {
+        protocol: 'grpc',
+        model: target.name,
+        version: target.version || undefined,
+        authorization: firstString(metadata, 'authorization'),
+        headers: stickyHeaders(metadata),
+        url: NO_QUERY,
+        requestId: firstString(metadata, 'x-request-id'),
+        signal,
+        ...(Number.isFinite(at) ? { deadline: at } : {}),
+        tell,
+      },
+      {
+        admit: (model) => refuseOversized(raw, model),
+        read: () => ({ bytes: raw, contentType: 'application/grpc' }),
+        decode: (model) => {
+          const message = this.#inferRequest.decode(raw) as unknown as ModelInferRequestMessage;
           const prepared = prepareDecoded(
-            decodeGrpcInferRequest(message as ModelInferRequestMessage, model.signature.bytesEncoding),
+            decodeGrpcInferRequest(message, model.signature.bytesEncoding),
             model.signature,
           );
-          const id = requestId(prepared, metadata);
-          tell('x-request-id', id);
-          if (logs.sample(model)) logged = loggedRequest(choice, id, prepared, raw, logs.keepsInputs(model));
-          const served = model;
-          const shadowed = target.version
-            ? undefined
-            : traffic.mirror(served, (shadow) => this.#shadowRun(shadow, prepared, logged));
-          const movable = shadowed === undefined && logged?.body === undefined && ownsItsData(prepared);
-          const answer = await served.infer(handlerRequest(prepared, movable), {
-            ...withDeadline(submitOptions(prepared), deadline),
-            signal,
-            reservation,
-          });
-          shadowed?.(answer.response);
-          return { ...answer, response: this.#encode(served, prepared, answer.response) };
-        } finally {
-          reservation.release();
-        }
+          return tensorWork(prepared, ownsItsData(prepared));
+        },
+        answer: (model, { prepared }, [result]) => {
+          answer = this.#encode(model, prepared, result?.response);
+        },
       },
-      () => logged,
     );
-    return result.response as object;
-  }
-
-  #shadowRun(shadow: LoadedModel, prepared: PreparedRequest, logged: LoggedRequest | undefined): Promise<SubmitResult> {
-    return recordedRun(
-      this.#options.requestFinished,
-      'grpc',
-      false,
-      () => shadow,
-      () => {
-        const copy = retarget(prepared, shadow.signature);
-        return shadow.infer(handlerRequest(copy, false), submitOptions(copy));
-      },
-      () => logged,
-    );
+    return answer as object;
   }
 
   #encode(model: LoadedModel, prepared: PreparedRequest, response: unknown): object {
-    const tensors = asTensorMap(response, model);
+    const tensors = asTensors(response, model);
     return encodeGrpcInferResponse({
       model_name: model.name,
       model_version: model.version,
@@ -448,19 +408,22 @@ function parameterValue(parameter: RepositoryParameter): unknown {
   return parameter.parameter_choice === undefined ? undefined : parameter[parameter.parameter_choice];
 }
 
+/**
+ * A queue timeout that the call's own deadline set is the deadline passing: DEADLINE_EXCEEDED,
+ * as grpc-js answers when its timer fires first (which of the two fires first is a race).
+ */
+function deadlineFailure(error: unknown, deadline: Date | number): Partial<ServiceError> | undefined {
+  const at = deadline instanceof Date ? deadline.getTime() : deadline;
+  // Timers round to the millisecond: one that fires a moment early is still the deadline.
+  if (!(error instanceof QueueTimeoutError) || !Number.isFinite(at) || Date.now() < at - 2) return undefined;
+  return { code: status.DEADLINE_EXCEEDED, details: 'Deadline Exceeded' };
+}
+
 /** The call's cancellation (the client went away, or its deadline passed) as an AbortSignal. */
 function cancelSignal(call: { on(event: 'cancelled', listener: () => void): unknown }): AbortSignal {
   const controller = new AbortController();
   call.on('cancelled', () => controller.abort());
   return controller.signal;
-}
-
-/** The gRPC deadline as the request's queue timeout, when it is sooner than the request's own. */
-function withDeadline(options: SubmitOptions, deadline: Date | number): SubmitOptions {
-  const at = deadline instanceof Date ? deadline.getTime() : deadline;
-  if (!Number.isFinite(at)) return options;
-  const timeoutUs = Math.max(1, Math.round((at - Date.now()) * 1000));
-  return options.timeoutUs !== undefined && options.timeoutUs <= timeoutUs ? options : { ...options, timeoutUs };
 }
 
 function stickyHeaders(metadata: Metadata): StickyHeaders {
@@ -478,31 +441,6 @@ function stickyHeaders(metadata: Metadata): StickyHeaders {
 function firstString(metadata: Metadata, key: string): string | undefined {
   const value = metadata.get(key)[0];
   return typeof value === 'string' ? value : undefined;
-}
-
-/** The v2 `id` when it can travel as metadata, else the client's `x-request-id`, else a new one. */
-function requestId(prepared: PreparedRequest, metadata: Metadata): string {
-  if (prepared.id !== undefined && HEADER_SAFE.test(prepared.id)) return prepared.id;
-  const given = firstString(metadata, 'x-request-id');
-  return given !== undefined && HEADER_SAFE.test(given) ? given : randomUUID();
-}
-
-function loggedRequest(
-  choice: RouteChoice,
-  id: string,
-  prepared: PreparedRequest,
-  raw: Buffer,
-  keepsInputs: boolean,
-): LoggedRequest {
-  return {
-    routing: choice.routing,
-    stickyKey: choice.stickyKey,
-    id,
-    rows: prepared.rows,
-    body: keepsInputs ? raw : undefined,
-    contentType: 'application/grpc',
-    prepared: keepsInputs ? prepared : undefined,
-  };
 }
 
 /**

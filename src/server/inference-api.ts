@@ -1,20 +1,24 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { QueueReservation, SubmitOptions, SubmitResult } from '../batching/batcher.js';
+import type { SubmitResult } from '../batching/batcher.js';
 import {
   FeedbackInvalidError,
   ForbiddenError,
   InferenceFailedError,
   InferenceInputError,
-  ModelNotReadyError,
   NotImplementedError,
   UsageError,
 } from '../core/errors.js';
+import { shownError } from '../core/quote.js';
+import { isTensors, type Tensors } from '../core/tensors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
+import { FORM_TYPES, uploadedRequests } from '../protocol/form-body.js';
+import { tensorToNested } from '../protocol/nested.js';
+import { prepareV2Request, type PreparedRequest } from '../protocol/prepared-request.js';
+import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { TrafficControl } from '../traffic/traffic-control.js';
-import { isTensorMap, type TensorMap } from '../core/tensors.js';
+import { responseWritten, traceNow } from '../core/trace-channels.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { authenticated, type KeyRing } from './auth.js';
 import {
@@ -25,20 +29,11 @@ import {
   sendJson,
   type Route,
   type RouteHandler,
-  type RouteParams,
 } from './http.js';
+import { tensorWork, type CallHead, type Infer, type Submission } from './inference-call.js';
 import { loadFromStoreWith, modelChangeOfLoadParameters } from './model-change.js';
+import type { PredictionLogs } from './prediction-logging.js';
 import { tritonModelConfig } from './triton-config.js';
-import { encodeInferResponse, type ResponseOutput } from '../protocol/v2-codec.js';
-import { tensorToNested } from '../protocol/nested.js';
-import { prepareV2Request, retarget, type PreparedRequest } from '../protocol/prepared-request.js';
-import type { HandlerRequest } from '../core/request.js';
-import { FORM_TYPES, uploadedRequests } from '../protocol/form-body.js';
-import { responseWritten, traceNow } from '../core/trace-channels.js';
-import { recordedRun, type RequestOutcome } from './request-outcome.js';
-import type { LoggedRequest, PredictionLogs } from './prediction-logging.js';
-import type { RouteChoice } from '../traffic/version-router.js';
-import { answeredTokens } from '../handlers/text-batch.js';
 
 export const V2_EXTENSIONS = [
   'binary_tensor_data',
@@ -63,8 +58,8 @@ export interface InferenceApiOptions {
   /** The keys: the management one for load and unload; in TorchServe mode, the inference one for running models. */
   readonly keys: KeyRing | undefined;
   readonly modelControl: 'explicit' | 'none' | 'poll';
-  /** Called once per request that reached a model version (and once per shadow copy). */
-  readonly requestFinished: (outcome: RequestOutcome) => void;
+  /** The inference call every model route makes. */
+  readonly infer: Infer;
   readonly logs: PredictionLogs;
 }
 
@@ -75,81 +70,8 @@ const V2_TYPES = ['application/json', 'application/octet-stream'];
 
 /** KServe v2 (with Triton's extensions) and TorchServe's prediction routes, on one port. */
 export function inferenceRoutes(options: InferenceApiOptions): Route[] {
-  const { repository, traffic } = options;
+  const { repository, traffic, infer, maxRequestSize } = options;
   const ready = (model: LoadedModel): boolean => options.isAccepting() && model.state === 'ready';
-  const recorded = (
-    served: boolean,
-    modelOf: () => LoadedModel | undefined,
-    work: () => Promise<SubmitResult>,
-    loggedOf: () => LoggedRequest | undefined,
-  ): Promise<SubmitResult> => recordedRun(options.requestFinished, 'rest', served, modelOf, work, loggedOf);
-  /**
-   * A route that serves a model: admission at the door, then `work`, then one outcome for the
-   * request's metrics and statistics, however it ended. Admission decides from the request
-   * line and headers alone: an unknown model (404), a version not ready or a draining server
-   * (503), a declared body over the limit (413) and a full queue (503) are refused before a
-   * byte of the body is read, so refused requests cost the admitted ones nothing. The version
-   * is picked again after the body arrives if the one held is no longer ready, so a version
-   * that starts draining meanwhile is never used.
-   */
-  const modelRoute = (
-    work: (req: IncomingMessage, res: ServerResponse, admitted: Admitted) => Promise<SubmitResult>,
-    bodyAlignedAt: (req: IncomingMessage) => number = () => 0,
-  ): RouteHandler =>
-    authenticated(options.keys, 'inference', async (req, res, params, url) => {
-      let model: LoadedModel | undefined;
-      let logged: LoggedRequest | undefined;
-      const choice: RouteChoice = { routing: 'explicit', stickyKey: undefined };
-      res.setHeader('x-request-id', clientRequestId(req) ?? randomUUID());
-      const pick = (): LoadedModel => {
-        model = choose(params, req, url, choice);
-        // Set before anything can fail, so error answers also say which version they came from.
-        res.setHeader('x-model-version', model.version);
-        requireReady(model, ready(model));
-        return model;
-      };
-      await recorded(
-        true,
-        () => model,
-        async () => {
-          let chosen = pick();
-          checkDeclaredLength(req, options.maxRequestSize);
-          let reservation: QueueReservation | undefined = chosen.reserve();
-          try {
-            // Compressed bodies (tritonclient's request_compression) are inflated within the same limit.
-            const body = await readBody(req, options.maxRequestSize, bodyAlignedAt(req), { decode: true });
-            if (!ready(chosen)) {
-              reservation.release();
-              reservation = undefined;
-              chosen = pick();
-            }
-            const shadows = params[1] === undefined ? traffic : undefined;
-            if (options.logs.sample(chosen))
-              logged = loggedRequest(req, res, choice, body, options.logs.keepsInputs(chosen));
-            return await work(req, res, { model: chosen, body, shadows, reservation, logged });
-          } finally {
-            reservation?.release();
-          }
-        },
-        () => logged,
-      );
-    });
-  const choose = ([name, version]: RouteParams, req: IncomingMessage, url: URL, choice: RouteChoice): LoadedModel => {
-    if (version === undefined) return traffic.router.route(name as string, req, url, choice);
-    choice.routing = 'explicit';
-    return repository.get(name as string, version);
-  };
-  /** Runs a shadow copy and records its outcome like any request's; logged when the served request is. */
-  const shadowRun =
-    (logged: LoggedRequest | undefined) =>
-    (run: (shadow: LoadedModel) => Promise<SubmitResult>) =>
-    (shadow: LoadedModel): Promise<SubmitResult> =>
-      recorded(
-        false,
-        () => shadow,
-        () => run(shadow),
-        () => logged,
-      );
   const feedbackRoute: RouteHandler = async (req, res, [name]) => {
     requireMediaType(req, JSON_TYPES);
     const body = await readBody(req, options.maxRequestSize);
@@ -157,15 +79,79 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     try {
       parsed = JSON.parse(body.toString('utf8'));
     } catch (error) {
-      throw new FeedbackInvalidError(`the feedback body is not JSON: ${(error as Error).message}`);
+      throw new FeedbackInvalidError(`the feedback body is not JSON: ${shownError(error)}`);
     }
     sendJson(res, 200, await options.logs.feedback(name as string, parsed));
   };
-  const inferV2Route = modelRoute(
-    (req, res, admitted) => inferV2(req, res, admitted, shadowRun(admitted.logged)),
-    // The first binary input follows the JSON header: aligned, it is read in place.
-    (req) => Number(req.headers['inference-header-content-length']) || 0,
-  );
+  /**
+   * The v2 codec: the body is read once admitted, into a buffer of its own placed so that the
+   * first binary input (after the JSON header) is aligned and read in place; decoded and
+   * checked against the version that answers; the answer encoded as JSON or binary.
+   */
+  const inferV2: RouteHandler = (req, res, [name, version], url) => {
+    requireMediaType(req, V2_TYPES);
+    const headerLength = req.headers['inference-header-content-length'];
+    const framing = {
+      headerLength: Array.isArray(headerLength) ? headerLength.join(',') : headerLength,
+      binaryBody: mediaType(req) === 'application/octet-stream',
+    };
+    return infer(restHead(req, res, name as string, version, url), {
+      admit: () => checkDeclaredLength(req, maxRequestSize),
+      // Compressed bodies (tritonclient's request_compression) are inflated within the same limit.
+      read: async () => ({
+        bytes: await readBody(req, maxRequestSize, Number(headerLength) || 0, { decode: true }),
+        contentType: mediaType(req),
+      }),
+      decode: (model, { bytes }) => tensorWork(prepareV2Request(bytes, framing, model.signature), true),
+      answer: (model, { prepared }, [result]) => writeV2Answer(res, model, prepared, (result as SubmitResult).response),
+    });
+  };
+  /**
+   * TorchServe's codec: the body goes to the handler as it is (an image, JSON, text); a form
+   * upload (curl -F data=@kitten.jpg) is one request per data/body field, run together so they
+   * can share a batch and answered as a JSON array when there are several. A body sent with a
+   * form's content type that is not a form (curl --data-binary @kitten.jpg sends
+   * application/x-www-form-urlencoded) is the raw input, as TorchServe takes it.
+   */
+  const predict: RouteHandler = (req, res, [name, version], url) =>
+    infer(restHead(req, res, name as string, version, url), {
+      admit: () => checkDeclaredLength(req, maxRequestSize),
+      read: async () => ({ bytes: await readBody(req, maxRequestSize), contentType: mediaType(req) }),
+      decode: (_model, { bytes, contentType }) => {
+        if (bytes.length === 0) throw new InferenceInputError('the request body is empty');
+        const parts = uploadedRequests(bytes, req.headers['content-type']) ?? [
+          {
+            data: bytes,
+            contentType: contentType !== undefined && FORM_TYPES.includes(contentType) ? undefined : contentType,
+          },
+        ];
+        const submissions: Submission[] = parts.map((part) => ({
+          request: { kind: 'body', body: part.data, contentType: part.contentType, movable: false },
+          rows: 1,
+          shapeKey: `body:${part.contentType ?? ''}`,
+        }));
+        return {
+          kind: 'batched',
+          submissions,
+          id: undefined,
+          priority: undefined,
+          timeoutUs: undefined,
+          // A form's parts are views of one body: moving one would take the others with it.
+          ownsBuffers: parts.length === 1,
+          tensors: undefined,
+          forShadow: (_shadow, index) => submissions[index] as Submission,
+        };
+      },
+      answer: (_model, _work, results) => {
+        if (results.length === 1) sendPrediction(res, (results[0] as SubmitResult).response);
+        else
+          sendJson(
+            res,
+            200,
+            results.map((result) => jsonAnswer(result.response)),
+          );
+      },
+    });
   return [
     {
       method: 'GET',
@@ -233,10 +219,7 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
     {
       method: 'POST',
       path: new RegExp(`^/v2/models/${MODEL}${VERSION}/infer$`),
-      handle: (req, res, params, url) => {
-        requireMediaType(req, V2_TYPES);
-        return inferV2Route(req, res, params, url);
-      },
+      handle: inferV2,
     },
     {
       method: 'POST',
@@ -272,11 +255,12 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
         sendJson(res, healthy ? 200 : 503, { status: healthy ? 'Healthy' : 'Unhealthy' });
       },
     },
-    {
-      method: 'POST',
+    // TorchServe takes an upload as a PUT too (curl -T kitten.jpg).
+    ...(['POST', 'PUT'] as const).map((method): Route => ({
+      method,
       path: new RegExp(`^/predictions/${MODEL}(?:/([^/]+))?$`),
-      handle: modelRoute((req, res, admitted) => predict(req, res, admitted, shadowRun(admitted.logged))),
-    },
+      handle: predict,
+    })),
     {
       method: 'POST',
       path: new RegExp(`^/explanations/${MODEL}(?:/([^/]+))?$`),
@@ -353,12 +337,6 @@ function loadParameters(body: Buffer): Map<string, unknown> {
   return new Map(Object.entries(parameters));
 }
 
-export function requireReady(model: LoadedModel, isReady: boolean): void {
-  if (isReady) return;
-  const why = model.state === 'ready' ? 'the server is shutting down' : `it is ${model.state}`;
-  throw new ModelNotReadyError(`model ${model.name} version ${model.version} is not ready: ${why}`);
-}
-
 /** Ends when the client goes away before its answer, so a queued request is dropped. */
 export function disconnectSignal(res: ServerResponse): AbortSignal {
   const controller = new AbortController();
@@ -368,59 +346,31 @@ export function disconnectSignal(res: ServerResponse): AbortSignal {
   return controller.signal;
 }
 
-/** A request let in: its body, the version that answers it, and how to mirror it to a shadow. */
-interface Admitted {
-  readonly model: LoadedModel;
-  readonly body: Buffer;
-  /** Set for requests that named no version: only those are mirrored. */
-  readonly shadows: TrafficControl | undefined;
-  /** The queue place held since the headers; undefined when the version was picked again. */
-  readonly reservation: QueueReservation | undefined;
-  /** Set when the prediction log takes this request. */
-  readonly logged: LoggedRequest | undefined;
-}
-
-type ShadowRun = (
-  run: (shadow: LoadedModel) => Promise<SubmitResult>,
-) => (shadow: LoadedModel) => Promise<SubmitResult>;
-
-async function inferV2(
+/** What an HTTP request tells the inference call before its body; the answer's headers are set as it learns them. */
+export function restHead(
   req: IncomingMessage,
   res: ServerResponse,
-  { model, body, shadows, reservation, logged }: Admitted,
-  shadowRun: ShadowRun,
-): Promise<SubmitResult> {
-  const headerLength = req.headers['inference-header-content-length'];
-  const prepared = prepareV2Request(
-    body,
-    {
-      headerLength: Array.isArray(headerLength) ? headerLength.join(',') : headerLength,
-      binaryBody: mediaType(req) === 'application/octet-stream',
-    },
-    model.signature,
-  );
-  if (prepared.id !== undefined && HEADER_SAFE.test(prepared.id)) res.setHeader('x-request-id', prepared.id);
-  if (logged) {
-    logged.id = res.getHeader('x-request-id') as string;
-    logged.rows = prepared.rows;
-    if (logged.body) logged.prepared = prepared;
-  }
-  const shadowed = shadows?.mirror(
+  model: string,
+  version: string | undefined,
+  url: URL,
+): CallHead {
+  const id = req.headers['x-request-id'];
+  return {
+    protocol: 'rest',
     model,
-    shadowRun((shadow) => {
-      const copy = retarget(prepared, shadow.signature);
-      return shadow.infer(handlerRequest(copy, false), submitOptions(copy));
-    }),
-  );
-  // A request whose inputs the log keeps must stay whole: it is copied into the instance, not moved.
-  const movable = shadowed === undefined && logged?.body === undefined;
-  const result = await model.infer(handlerRequest(prepared, movable), {
-    ...submitOptions(prepared),
+    version,
+    authorization: req.headers.authorization,
+    headers: req,
+    url,
+    requestId: typeof id === 'string' ? id : undefined,
     signal: disconnectSignal(res),
-    ...(reservation ? { reservation } : {}),
-  });
-  shadowed?.(result.response);
-  const tensors = asTensorMap(result.response, model);
+    tell: (name, value) => res.setHeader(name, value),
+  };
+}
+
+/** The v2 answer: the requested outputs (classified where asked), JSON or binary. */
+function writeV2Answer(res: ServerResponse, model: LoadedModel, prepared: PreparedRequest, response: unknown): void {
+  const tensors = asTensors(response, model);
   const outputs: ResponseOutput[] = prepared.outputs.map((output) => ({
     name: output.name,
     tensor: tensors[output.name] ?? missingOutput(output.name, model),
@@ -441,110 +391,11 @@ async function inferV2(
   });
   res.end(encoded.body);
   if (responseWritten.hasSubscribers) responseWritten.publish({ at: traceNow() });
-  return result;
-}
-
-/** What the handler gets: the checked tensors and their rows; `movable` when no shadow shares them. */
-export function handlerRequest(prepared: PreparedRequest, movable: boolean): HandlerRequest {
-  return { inputs: prepared.inputs, rows: prepared.rows, movable };
-}
-
-export function submitOptions(prepared: PreparedRequest): SubmitOptions {
-  return {
-    rows: prepared.rows,
-    shapeKey: prepared.shapeKey,
-    ...(prepared.priority !== undefined ? { priority: prepared.priority } : {}),
-    ...(prepared.timeoutUs !== undefined ? { timeoutUs: prepared.timeoutUs } : {}),
-  };
-}
-
-/** TorchServe's route: the body goes to the handler as it is (an image, JSON, text). */
-async function predict(
-  req: IncomingMessage,
-  res: ServerResponse,
-  { model, body, shadows, reservation, logged }: Admitted,
-  shadowRun: ShadowRun,
-): Promise<SubmitResult> {
-  if (body.length === 0) throw new InferenceInputError('the request body is empty');
-  const contentType = mediaType(req);
-  const signal = disconnectSignal(res);
-  const run = (request: HandlerRequest, held: QueueReservation | undefined): Promise<SubmitResult> => {
-    const shapeKey = `body:${request.contentType ?? ''}`;
-    const shadowed = shadows?.mirror(
-      model,
-      shadowRun((shadow) => shadow.infer(request, { rows: 1, shapeKey })),
-    );
-    const movable = shadowed === undefined && logged?.body === undefined;
-    return model
-      .infer(movable ? { ...request, movable: true } : request, {
-        rows: 1,
-        shapeKey,
-        signal,
-        ...(held ? { reservation: held } : {}),
-      })
-      .then((result) => {
-        shadowed?.(result.response);
-        return result;
-      });
-  };
-  if (contentType === undefined || !FORM_TYPES.includes(contentType)) {
-    const result = await run({ body, ...(contentType ? { contentType } : {}) }, reservation);
-    const tokens = answeredTokens(result.response);
-    if (tokens !== undefined) model.countTokens('prompt', tokens);
-    sendPrediction(res, result.response);
-    return result;
-  }
-  // A TorchServe upload (curl -F data=@kitten.jpg): each data/body field is one request, run
-  // together so they can share a batch; several are answered as a JSON array, in order.
-  const parts = uploadedRequests(body, req.headers['content-type'] as string);
-  const results = await Promise.all(
-    parts.map((part, index) =>
-      run(
-        { body: part.data, ...(part.contentType ? { contentType: part.contentType } : {}) },
-        index === 0 ? reservation : undefined,
-      ),
-    ),
-  );
-  if (results.length === 1) sendPrediction(res, (results[0] as SubmitResult).response);
-  else
-    sendJson(
-      res,
-      200,
-      results.map((result) => jsonAnswer(result.response)),
-    );
-  return results[results.length - 1] as SubmitResult;
 }
 
 /** One answer inside a JSON array: bytes as base64, text as a string, JSON as itself. */
 function jsonAnswer(response: unknown): unknown {
   return Buffer.isBuffer(response) ? response.toString('base64') : response;
-}
-
-/** Request ids that can travel in a header: printable ASCII, and not too long to log. */
-export const HEADER_SAFE = /^[\x21-\x7e][\x20-\x7e]{0,255}$/;
-
-function clientRequestId(req: IncomingMessage): string | undefined {
-  const id = req.headers['x-request-id'];
-  return typeof id === 'string' && HEADER_SAFE.test(id) ? id : undefined;
-}
-
-/** A sampled request's log entry; its body is kept only when the log keeps inputs. */
-function loggedRequest(
-  req: IncomingMessage,
-  res: ServerResponse,
-  choice: RouteChoice,
-  body: Buffer,
-  keepsInputs: boolean,
-): LoggedRequest {
-  return {
-    routing: choice.routing,
-    stickyKey: choice.stickyKey,
-    id: res.getHeader('x-request-id') as string,
-    rows: 1,
-    body: keepsInputs ? body : undefined,
-    contentType: mediaType(req),
-    prepared: undefined,
-  };
 }
 
 function sendPrediction(res: ServerResponse, response: unknown): void {
@@ -558,15 +409,14 @@ function sendPrediction(res: ServerResponse, response: unknown): void {
     res.end(response);
     return;
   }
-  const isTensors = isTensorMap(response);
-  const body = isTensors
+  const body = isTensors(response)
     ? Object.fromEntries(Object.entries(response).map(([name, tensor]) => [name, tensorToNested(tensor)]))
     : response;
   sendJson(res, 200, body ?? null);
 }
 
-export function asTensorMap(response: unknown, model: LoadedModel): TensorMap {
-  if (isTensorMap(response)) return response;
+export function asTensors(response: unknown, model: LoadedModel): Tensors {
+  if (isTensors(response)) return response;
   throw new InferenceFailedError(
     `the ${model.manifest.model.handler} handler's postprocess returned no tensors for a v2 request; v2 needs output tensors by name`,
   );

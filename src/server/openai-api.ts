@@ -4,12 +4,20 @@ import { InferenceFailedError, InferenceInputError } from '../core/errors.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import { isEmbeddingAnswer } from '../handlers/text-embedding-handler.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
-import type { RouteChoice } from '../traffic/version-router.js';
-import { checkDeclaredLength, readBody, requireMediaType, sendJson, type Route, type RouteHandler } from './http.js';
-import { chatCall, completionCall, generate, objectBody } from './openai-generation.js';
-import { disconnectSignal, requireReady, type InferenceApiOptions } from './inference-api.js';
-import { recordedRun } from './request-outcome.js';
-import { authenticated } from './auth.js';
+import { BatchserveError } from '../core/errors.js';
+import {
+  openAiError,
+  publicMessage,
+  readBody,
+  requireMediaType,
+  sendJson,
+  statusOf,
+  type Route,
+  type RouteHandler,
+} from './http.js';
+import { restHead, type InferenceApiOptions } from './inference-api.js';
+import type { BatchedWork, Codec, Received, Submission, Work } from './inference-call.js';
+import { chatCall, completionCall, generationCodec, objectBody } from './openai-generation.js';
 
 /** OpenAI's own limit on the inputs of one embeddings request. */
 const MAX_EMBEDDING_INPUTS = 2048;
@@ -24,12 +32,13 @@ interface EmbeddingsRequest {
 /**
  * The OpenAI-compatible routes on the inference port (what the `openai` clients call):
  * `POST /v1/embeddings` for text-embedding models, `POST /v1/completions` and
- * `/v1/chat/completions` for text-generation ones (streamed or whole), `GET /v1/models`. Errors come in OpenAI's
- * shape (see sendError). The model named in the body is picked like an unversioned request's
- * version: traffic splits and canaries apply.
+ * `/v1/chat/completions` for text-generation ones (streamed or whole), `GET /v1/models`. Errors
+ * come in OpenAI's shape (see sendError). Each model route is a codec over the inference call:
+ * OpenAI has no version field, so the call routes the model named in the body as a v2 request
+ * without a version is routed (splits, canaries and stickiness apply, shadows are mirrored).
  */
 export function openAiRoutes(options: InferenceApiOptions): Route[] {
-  const { repository, traffic } = options;
+  const { repository, infer, maxRequestSize } = options;
   const modelObject = (model: LoadedModel): Record<string, unknown> => ({
     id: model.name,
     object: 'model',
@@ -37,33 +46,38 @@ export function openAiRoutes(options: InferenceApiOptions): Route[] {
     owned_by: 'batchserve',
   });
   /**
-   * A route whose body names the model: read and checked once, then the version picked like an
-   * unversioned request's (traffic splits and canaries apply), then `run`, its outcome recorded.
+   * A route whose body names the model: the call reads the body first, parsed and checked once
+   * here, and takes the model from it. An error once a stream has begun is sent as its last
+   * event, `data: {"error": …}`, since the status is gone.
    */
-  const modelInBody = <Call extends { readonly model: string }>(
-    parse: (body: Buffer) => Call,
-    run: (res: ServerResponse, model: LoadedModel, call: Call, signal: AbortSignal) => Promise<SubmitResult>,
-  ): RouteHandler =>
-    authenticated(options.keys, 'inference', async (req, res, _params, url) => {
+  const modelInBody =
+    <Call extends { readonly model: string }, W extends Work>(
+      parse: (body: Buffer) => Call,
+      codecOf: (res: ServerResponse, call: () => Call) => Omit<Codec<W>, 'read'>,
+    ): RouteHandler =>
+    async (req, res, _params, url) => {
       requireMediaType(req, ['application/json']);
-      checkDeclaredLength(req, options.maxRequestSize);
-      const call = parse(await readBody(req, options.maxRequestSize));
-      let model: LoadedModel | undefined;
-      const choice: RouteChoice = { routing: 'explicit', stickyKey: undefined };
-      await recordedRun(
-        options.requestFinished,
-        'rest',
-        true,
-        () => model,
-        async () => {
-          model = traffic.router.route(call.model, req, url, choice);
-          res.setHeader('x-model-version', model.version);
-          requireReady(model, options.isAccepting() && model.state === 'ready');
-          return run(res, model, call, disconnectSignal(res));
-        },
-        () => undefined,
-      );
-    });
+      let call: Call | undefined;
+      try {
+        await infer(
+          {
+            ...restHead(req, res, '', undefined, url),
+            model: (received: Received) => (call = parse(received.bytes)).model,
+          },
+          {
+            ...codecOf(res, () => call as Call),
+            read: async () => ({ bytes: await readBody(req, maxRequestSize), contentType: 'application/json' }),
+          },
+        );
+      } catch (error) {
+        // A client that went away has nothing left to read; one still there reads why the stream ends.
+        if (res.headersSent && !res.writableEnded && !res.destroyed) {
+          const code = error instanceof BatchserveError ? error.code : undefined;
+          res.end(`data: ${JSON.stringify(openAiError(publicMessage(error), statusOf(error), code))}\n\n`);
+        }
+        throw error;
+      }
+    };
   return [
     {
       method: 'GET',
@@ -78,45 +92,64 @@ export function openAiRoutes(options: InferenceApiOptions): Route[] {
       path: /^\/v1\/models\/([^/]+)$/,
       handle: async (_req, res, [name]) => sendJson(res, 200, modelObject(repository.get(name as string))),
     },
-    { method: 'POST', path: /^\/v1\/embeddings$/, handle: modelInBody(embeddingsRequest, embed) },
-    { method: 'POST', path: /^\/v1\/completions$/, handle: modelInBody(completionCall, generate) },
-    { method: 'POST', path: /^\/v1\/chat\/completions$/, handle: modelInBody(chatCall, generate) },
+    { method: 'POST', path: /^\/v1\/embeddings$/, handle: modelInBody(embeddingsRequest, embeddingsCodec) },
+    { method: 'POST', path: /^\/v1\/completions$/, handle: modelInBody(completionCall, generationCodec) },
+    { method: 'POST', path: /^\/v1\/chat\/completions$/, handle: modelInBody(chatCall, generationCodec) },
   ];
 }
 
-/** Runs the inputs in chunks of at most max_batch_size (each may share a batch), answers in order. */
-async function embed(
-  res: ServerResponse,
+/**
+ * The embeddings codec: the texts in chunks of at most max_batch_size (each may share a batch),
+ * handed to the handler as texts; the vectors answered in order, shortened to `dimensions`.
+ */
+function embeddingsCodec(res: ServerResponse, requestOf: () => EmbeddingsRequest): Omit<Codec<BatchedWork>, 'read'> {
+  return {
+    decode(model) {
+      const handler = model.manifest.model.handler;
+      if (isBuiltinHandler(handler) && handler !== 'text-embedding') {
+        throw new InferenceInputError(
+          `model ${model.name} does not answer embeddings: its handler is ${handler}; pack a text encoder with --handler text-embedding`,
+        );
+      }
+      const { input } = requestOf();
+      const chunk = Math.max(model.config.max_batch_size, 1);
+      const submissions: Submission[] = [];
+      for (let start = 0; start < input.length; start += chunk) {
+        const texts = input.slice(start, start + chunk);
+        submissions.push({ request: { kind: 'texts', texts }, rows: texts.length, shapeKey: 'text' });
+      }
+      return {
+        kind: 'batched',
+        submissions,
+        id: undefined,
+        priority: undefined,
+        timeoutUs: undefined,
+        ownsBuffers: false,
+        tensors: undefined,
+        forShadow: (_shadow, index) => submissions[index] as Submission,
+      };
+    },
+    answer(model, _work, results) {
+      sendJson(res, 200, embeddingsAnswer(model, requestOf(), results));
+    },
+  };
+}
+
+/** OpenAI's embeddings list from the handler's answers, in order. */
+function embeddingsAnswer(
   model: LoadedModel,
   request: EmbeddingsRequest,
-  signal: AbortSignal,
-): Promise<SubmitResult> {
-  const handler = model.manifest.model.handler;
-  if (isBuiltinHandler(handler) && handler !== 'text-embedding') {
-    throw new InferenceInputError(
-      `model ${model.name} does not answer embeddings: its handler is ${handler}; pack a text encoder with --handler text-embedding`,
-    );
-  }
-  const chunk = Math.max(model.config.max_batch_size, 1);
-  const parts: string[][] = [];
-  for (let start = 0; start < request.input.length; start += chunk) {
-    parts.push(request.input.slice(start, start + chunk));
-  }
-  const results = await Promise.all(
-    parts.map((texts) =>
-      model.infer(
-        { body: Buffer.from(JSON.stringify(texts)), contentType: 'application/json' },
-        { rows: texts.length, shapeKey: 'text', signal },
-      ),
-    ),
-  );
+  results: readonly SubmitResult[],
+): Record<string, unknown> {
   const normalize = model.config.text?.normalize ?? true;
   let tokens = 0;
   const data: Record<string, unknown>[] = [];
   for (const result of results) {
     const answer = result.response;
     if (!isEmbeddingAnswer(answer)) {
-      throw new InferenceFailedError(`the ${handler} handler of model ${model.name} answered no embeddings`);
+      throw new InferenceFailedError(
+        `the ${model.manifest.model.handler} handler of model ${model.name} answered no embeddings`,
+      );
     }
     tokens += answer.tokens;
     for (const vector of answer.embeddings) {
@@ -131,14 +164,7 @@ async function embed(
       });
     }
   }
-  model.countTokens('prompt', tokens);
-  sendJson(res, 200, {
-    object: 'list',
-    data,
-    model: model.name,
-    usage: { prompt_tokens: tokens, total_tokens: tokens },
-  });
-  return results[results.length - 1] as SubmitResult;
+  return { object: 'list', data, model: model.name, usage: { prompt_tokens: tokens, total_tokens: tokens } };
 }
 
 /** `dimensions`: the first n of each vector, scaled back to unit length when the model normalizes. */

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import type { SubmitResult } from '../batching/batcher.js';
-import { BatchserveError, InferenceInputError } from '../core/errors.js';
+import { InferenceInputError } from '../core/errors.js';
+import { shownError } from '../core/quote.js';
 import type { ChatMessage } from '../handlers/chat-template.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { Generator, GenerationRequest, GenerationResult } from '../runtime/generator.js';
-import { openAiError, publicMessage, statusOf } from './http.js';
+import type { Codec, GenerationWork } from './inference-call.js';
 
 /** OpenAI's own limit on stop strings. */
 const MAX_STOPS = 4;
@@ -35,7 +35,7 @@ export function objectBody(body: Buffer): Fields {
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch (error) {
-    throw new InferenceInputError(`the body is not JSON: ${(error as Error).message}`);
+    throw new InferenceInputError(`the body is not JSON: ${shownError(error)}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new InferenceInputError('the body must be a JSON object');
@@ -168,25 +168,15 @@ function usageOf(result: GenerationResult): Fields {
   };
 }
 
-/**
- * Generates one answer and sends it whole, or as server-sent events (`data: {…}` chunks of
- * new text, then the finish reason, the usage when asked, and `data: [DONE]`). An error after
- * the stream began is sent as a last `data: {"error": …}` event, since the status is gone.
- */
-export async function generate(
-  res: ServerResponse,
-  model: LoadedModel,
-  call: GenerationCall,
-  signal: AbortSignal,
-): Promise<SubmitResult> {
+/** The prompt as `model` tokenizes it, and the tokens it may answer with, checked against its limits. */
+function generationRequest(model: LoadedModel, call: GenerationCall): Omit<GenerationRequest, 'signal' | 'onText'> {
   const generator = generatorOf(model);
-  const { options } = generator;
+  const { options, chat } = generator;
   if (call.maxTokens !== undefined && call.maxTokens > options.max_new_tokens) {
     throw new InferenceInputError(
       `"max_tokens" ${call.maxTokens} is over this model's max_new_tokens of ${options.max_new_tokens}`,
     );
   }
-  const { chat } = generator;
   const promptIds =
     call.kind === 'chat'
       ? generator.tokenizer.encode(chat.render(call.messages), { add_special_tokens: chat.addSpecialTokens }).ids
@@ -195,71 +185,67 @@ export async function generate(
   const room = Math.max(options.max_context - promptIds.length, 1);
   const maxTokens =
     call.maxTokens ?? Math.min(call.kind === 'completion' ? 16 : options.max_new_tokens, options.max_new_tokens, room);
-  const id = `${call.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
-  const head = envelope(call, model, id, Math.floor(Date.now() / 1000));
-  const started = process.hrtime.bigint();
-  const choice = (text: string, finish: string | null): Fields =>
-    call.kind === 'chat'
-      ? { index: 0, delta: text === '' ? {} : { content: text }, finish_reason: finish, logprobs: null }
-      : { index: 0, text, finish_reason: finish, logprobs: null };
+  return { promptIds, maxTokens, temperature: call.temperature, topP: call.topP, stop: call.stop, seed: call.seed };
+}
+
+/**
+ * The completions codec: the prompt tokenized by the version that answers; the answer sent
+ * whole, or as server-sent events (`data: {…}` chunks of new text as the generator hands them
+ * over, then the finish reason, the usage when asked, and `data: [DONE]`).
+ */
+export function generationCodec(
+  res: ServerResponse,
+  callOf: () => GenerationCall,
+): Omit<Codec<GenerationWork>, 'read'> {
+  let head: Fields = {};
   const send = (fields: Fields): void => {
     res.write(`data: ${JSON.stringify(fields)}\n\n`);
   };
-  const request: GenerationRequest = {
-    promptIds,
-    maxTokens,
-    temperature: call.temperature,
-    topP: call.topP,
-    stop: call.stop,
-    seed: call.seed,
-    signal,
-  };
-  let result: GenerationResult;
-  if (call.stream) {
-    const onText = (text: string): void => {
-      if (!res.headersSent) startStream(res, call, head, send);
-      send({ ...head, choices: [choice(text, null)] });
-    };
-    try {
-      result = await generator.generate({ ...request, onText });
-    } catch (error) {
-      if (!res.headersSent) throw error;
-      // A client that went away has nothing left to read; one still there reads why the stream ends.
-      if (!res.destroyed) {
-        const code = error instanceof BatchserveError ? error.code : undefined;
-        send(openAiError(publicMessage(error), statusOf(error), code));
-        res.end();
-      }
-      throw error;
-    }
-    if (!res.headersSent) startStream(res, call, head, send);
-    send({ ...head, choices: [choice('', result.finishReason)] });
-    if (call.includeUsage) send({ ...head, choices: [], usage: usageOf(result) });
-    res.end('data: [DONE]\n\n');
-  } else {
-    result = await generator.generate(request);
-    const answer =
-      call.kind === 'chat'
-        ? {
-            index: 0,
-            message: { role: 'assistant', content: result.text },
-            finish_reason: result.finishReason,
-            logprobs: null,
-          }
-        : { index: 0, text: result.text, finish_reason: result.finishReason, logprobs: null };
-    const text = JSON.stringify({ ...head, choices: [answer], usage: usageOf(result) });
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-    res.end(text);
-  }
-  model.countTokens('prompt', result.promptTokens);
-  model.countTokens('completion', result.completionTokens);
-  const elapsedNs = Number(process.hrtime.bigint() - started);
+  const choice = (call: GenerationCall, text: string, finish: string | null): Fields =>
+    call.kind === 'chat'
+      ? { index: 0, delta: text === '' ? {} : { content: text }, finish_reason: finish, logprobs: null }
+      : { index: 0, text, finish_reason: finish, logprobs: null };
   return {
-    response: result,
-    queueNs: 0,
-    timings: { computeInputNs: 0, computeInferNs: elapsedNs, computeOutputNs: 0 },
-    batchRows: 1,
-    instanceId: `${model.name}:${model.version}:generator`,
+    generates: true,
+    decode(model) {
+      const call = callOf();
+      const request = generationRequest(model, call);
+      const id = `${call.kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
+      head = envelope(call, model, id, Math.floor(Date.now() / 1000));
+      const onText = (text: string): void => {
+        if (!res.headersSent) startStream(res, call, head, send);
+        send({ ...head, choices: [choice(call, text, null)] });
+      };
+      return {
+        kind: 'generation',
+        id: undefined,
+        request: call.stream ? { ...request, onText } : request,
+        forShadow: (shadow) => generationRequest(shadow, call),
+      };
+    },
+    answer(_model, _work, [answered]) {
+      const call = callOf();
+      const result = answered?.response as GenerationResult;
+      if (call.stream) {
+        if (!res.headersSent) startStream(res, call, head, send);
+        send({ ...head, choices: [choice(call, '', result.finishReason)] });
+        if (call.includeUsage) send({ ...head, choices: [], usage: usageOf(result) });
+        res.end('data: [DONE]\n\n');
+        return;
+      }
+      const answer =
+        call.kind === 'chat'
+          ? {
+              index: 0,
+              message: { role: 'assistant', content: result.text },
+              finish_reason: result.finishReason,
+              logprobs: null,
+            }
+          : { index: 0, text: result.text, finish_reason: result.finishReason, logprobs: null };
+      const text = JSON.stringify({ ...head, choices: [answer], usage: usageOf(result) });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+    },
   };
 }
 

@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
-import type * as ort from 'onnxruntime-node';
 import type { SubmitResult } from '../batching/batcher.js';
 import type { Logger } from 'pino';
 import { modelConfigSchema, type PredictionLogConfig } from '../config/model-config.js';
 import { validateField } from '../config/schema-kit.js';
-import { datatypeOfOrtType } from '../core/datatypes.js';
 import {
   FeedbackInvalidError,
   FeedbackUnknownIdError,
@@ -13,14 +11,13 @@ import {
   PredictionLogOffError,
 } from '../core/errors.js';
 import { quoted } from '../core/quote.js';
-import { isTensorMap, type TensorMap } from '../core/tensors.js';
+import { isTensors, type Tensor, type Tensors } from '../core/tensors.js';
 import type { FeedbackRecord, PredictionRecord, RankedLabel, Routing } from '../experiment/log-records.js';
 import { PredictionIndex, findLoggedPrediction, type PredictionRef } from '../experiment/prediction-index.js';
 import { PredictionLogWriter } from '../experiment/prediction-log-writer.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
 import { topClassesPerRow } from '../protocol/classification.js';
 import { plainValues } from '../protocol/nested.js';
-import type { PreparedRequest } from '../protocol/prepared-request.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
 import type { FeedbackQuality } from '../traffic/canary.js';
@@ -39,8 +36,8 @@ export interface LoggedRequest {
   /** Kept when the log keeps inputs (`hash`, `full`): the body, intact, since such requests are never moved. */
   body: Buffer | undefined;
   contentType: string | undefined;
-  /** v2 requests: the decoded inputs, for `inputs: full`. */
-  prepared: PreparedRequest | undefined;
+  /** Tensor requests (v2, gRPC): the decoded inputs, for `inputs: full`. */
+  tensors: Tensors | undefined;
 }
 
 /** How a request to a model version ended, as the request itself saw it. */
@@ -303,7 +300,7 @@ type Answer = Pick<PredictionRecord, 'prediction' | 'top_k' | 'outputs'>;
  * tensors as `{datatype, shape, data}`; any other answer as it is.
  */
 function describeAnswer(response: unknown, model: LoadedModel, topK: number): Answer {
-  if (isTensorMap(response)) {
+  if (isTensors(response)) {
     const scores = classifierScores(response, model);
     if (scores !== undefined) {
       const labels = model.labels as readonly string[];
@@ -326,12 +323,12 @@ function withPrediction(top: RankedLabel[][]): Answer {
   return { prediction: firsts.length === 1 ? firsts[0] : firsts, top_k: top };
 }
 
-function classifierScores(tensors: TensorMap, model: LoadedModel): ort.Tensor | undefined {
+function classifierScores(tensors: Tensors, model: LoadedModel): Tensor | undefined {
   const labels = model.labels;
   const first = model.config.outputs[0]?.name;
   const scores = first === undefined ? undefined : tensors[first];
   if (labels === undefined || scores === undefined) return undefined;
-  const numeric = scores.type === 'float32' || scores.type === 'float16' || scores.type === 'float64';
+  const numeric = scores.datatype === 'FP32' || scores.datatype === 'FP16' || scores.datatype === 'FP64';
   return numeric && scores.dims.at(-1) === labels.length ? scores : undefined;
 }
 
@@ -344,10 +341,10 @@ function isRankedList(value: unknown): value is RankedLabel[] {
   return Array.isArray(value) && value.length > 0 && value.every(isRanked);
 }
 
-function tensorEntry(tensor: ort.Tensor, capped: boolean): unknown {
-  const datatype = datatypeOfOrtType(tensor.type) ?? tensor.type;
+function tensorEntry(tensor: Tensor, capped: boolean): unknown {
+  const { datatype } = tensor;
   const shape = [...tensor.dims];
-  if (capped && tensor.size > MAX_LOGGED_ELEMENTS) {
+  if (capped && tensor.data.length > MAX_LOGGED_ELEMENTS) {
     const data = tensor.data;
     const bytes = Array.isArray(data)
       ? Buffer.from(JSON.stringify(data))
@@ -360,7 +357,7 @@ function tensorEntry(tensor: ort.Tensor, capped: boolean): unknown {
 function describeInputs(request: LoggedRequest, mode: 'hash' | 'full'): unknown {
   const body = request.body ?? Buffer.alloc(0);
   if (mode === 'hash') return { sha256: sha256(body) };
-  const inputs = request.prepared?.inputs;
+  const inputs = request.tensors;
   if (inputs !== undefined) {
     return Object.fromEntries(Object.entries(inputs).map(([name, tensor]) => [name, tensorEntry(tensor, false)]));
   }

@@ -22,7 +22,7 @@ import { withApiDescription } from './api-description.js';
 import { clientWentAway } from './client-gone.js';
 import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
 import { openAiRoutes } from './openai-api.js';
-import { outcomeRecorder } from './request-outcome.js';
+import { inferenceCall, outcomeRecorder } from './inference-call.js';
 import { PredictionLogs } from './prediction-logging.js';
 import { GrpcInferenceApi } from './grpc-api.js';
 import { startGrpcServer, type GrpcEndpoint } from './grpc-server.js';
@@ -179,6 +179,15 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       })();
     };
 
+    // The one inference call under every front door: v2 REST, TorchServe, gRPC and OpenAI.
+    const infer = inferenceCall({
+      repository,
+      traffic: control,
+      logs: predictionLogs,
+      keys,
+      isAccepting: () => accepting,
+      requestFinished: outcomeRecorder(metrics, control, predictionLogs),
+    });
     const inferenceOptions: InferenceApiOptions = {
       repository,
       traffic: control,
@@ -186,7 +195,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       isAccepting: () => accepting,
       keys,
       modelControl,
-      requestFinished: outcomeRecorder(metrics, control, predictionLogs),
+      infer,
       logs: predictionLogs,
     };
     const inference = [...inferenceRoutes(inferenceOptions), ...openAiRoutes(inferenceOptions)];
@@ -226,13 +235,12 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     const grpcApi = new GrpcInferenceApi({
       repository,
       traffic: control,
-      logs: predictionLogs,
+      infer,
       isAccepting: () => accepting,
       keys,
       modelControl,
       maxStreams: config.grpc_max_streams,
       maxMetadataBytes: config.grpc_max_metadata_size,
-      requestFinished: outcomeRecorder(metrics, control, predictionLogs),
     });
     const urls: ApiAddresses = {
       inference: await listen(withApiDescription(inference, 'batchserve inference API'), ports.inference),

@@ -4,6 +4,7 @@ import { ModelLoadError } from '../core/errors.js';
 import { formatDuration } from '../config/schema-kit.js';
 import { latencyBudgetUs, type LoadedModel } from '../repository/loaded-model.js';
 import { BATCHSERVE_VERSION } from '../version.js';
+import { firstCommands } from './first-commands.js';
 import type { ServerConfig, TlsConfig } from './server-config.js';
 import type { ApiAddresses, BatchServer } from './server.js';
 
@@ -12,8 +13,17 @@ const MODELS_HEADING = '  models\n';
 /** The `msg` of the start-up block written as one JSON log line. */
 const STARTUP_MESSAGE = 'serving';
 
-/** What `serve` prints once it listens: where each API is and what each model is. */
-export function renderStartupBlock(server: BatchServer, config: ServerConfig): string {
+/** How the start-up block names the batchserve command in the commands it offers: a name on PATH or the bin's path. */
+export interface StartupOptions {
+  readonly batchserve?: string;
+}
+
+/**
+ * What `serve` prints once it listens: where each API is, what each model is, and three
+ * commands to try against it.
+ */
+export function renderStartupBlock(server: BatchServer, config: ServerConfig, options: StartupOptions = {}): string {
+  const tryLines = firstCommands(server, options.batchserve ?? 'batchserve');
   const { urls } = server;
   const auth =
     server.token === undefined
@@ -35,6 +45,7 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig): s
     '  models',
     ...server.repository.list().map((model) => `    ${describeModel(model)}${versionRole(server, model)}`),
     ...server.startupFailures.map((failure) => `    FAILED ${failure.spec}: ${failure.message}`),
+    ...(tryLines.length > 0 ? ['  try', ...tryLines.map((line) => `    ${line}`)] : []),
     '',
   ];
   return `${lines.join('\n')}\n`;
@@ -44,7 +55,12 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig): s
  * The start-up block as one JSON log line, in pino's shape (`level` 30 is info), for log
  * collectors: where a container's stdout goes, every line is JSON.
  */
-export function renderStartupLine(server: BatchServer, config: ServerConfig, now = Date.now()): string {
+export function renderStartupLine(
+  server: BatchServer,
+  config: ServerConfig,
+  options: StartupOptions = {},
+  now = Date.now(),
+): string {
   const record = {
     level: 30,
     time: now,
@@ -79,6 +95,7 @@ export function renderStartupLine(server: BatchServer, config: ServerConfig, now
       default: server.repository.defaultVersion(model.name) === model.version,
     })),
     failures: server.startupFailures,
+    try: firstCommands(server, options.batchserve ?? 'batchserve'),
     msg: STARTUP_MESSAGE,
   };
   return `${JSON.stringify(record)}\n`;

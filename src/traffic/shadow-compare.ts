@@ -1,6 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type * as ort from 'onnxruntime-node';
-import { isTensorMap } from '../core/tensors.js';
+import { isTensors, type Tensor } from '../core/tensors.js';
 
 /** How a mirrored copy ended: its answer agreed with the served one, differed, or never came. */
 export type ShadowComparison = 'agree' | 'disagree' | 'failed';
@@ -15,12 +14,12 @@ export type ShadowComparison = 'agree' | 'disagree' | 'failed';
  * same shape and its numbers are within `tolerance`; text and bytes must be equal.
  */
 export function answersAgree(served: unknown, shadow: unknown, tolerance: number): boolean {
-  if (isTensorMap(served) && isTensorMap(shadow)) {
+  if (isTensors(served) && isTensors(shadow)) {
     const names = Object.keys(served);
     if (names.length !== Object.keys(shadow).length) return false;
     return names.every((name) => {
       const other = shadow[name];
-      return other !== undefined && tensorsAgree(served[name] as ort.Tensor, other, tolerance);
+      return other !== undefined && tensorsAgree(served[name] as Tensor, other, tolerance);
     });
   }
   if (isClassification(served) && isClassification(shadow)) return served[0]?.label === shadow[0]?.label;
@@ -66,8 +65,12 @@ function numbersAgree(x: number, y: number, tolerance: number): boolean {
   return Math.abs(x - y) <= tolerance * Math.max(1, Math.abs(x), Math.abs(y)) || (Number.isNaN(x) && Number.isNaN(y));
 }
 
-function tensorsAgree(a: ort.Tensor, b: ort.Tensor, tolerance: number): boolean {
-  if (a.type !== b.type || a.dims.length !== b.dims.length || a.dims.some((dim, index) => dim !== b.dims[index])) {
+function tensorsAgree(a: Tensor, b: Tensor, tolerance: number): boolean {
+  if (
+    a.datatype !== b.datatype ||
+    a.dims.length !== b.dims.length ||
+    a.dims.some((dim, index) => dim !== b.dims[index])
+  ) {
     return false;
   }
   const left = a.data;

@@ -2,7 +2,10 @@
 // do not change and the built-in tensor handler's run instead. `context.builtins` holds the
 // built-in handlers so a hook can change one step and delegate the rest.
 
-/** requests[i].inputs: tensors by input name (KServe v2); requests[i].body: raw bytes (/predictions). */
+/**
+ * requests[i].kind says what it carries: 'tensors' (KServe v2, gRPC: .inputs by input name, .rows),
+ * 'body' (/predictions: .body raw bytes, .contentType) or 'texts' (/v1/embeddings: .texts).
+ */
 export async function preprocess(requests, context) {
   return context.builtins.tensor.preprocess(requests, context);
 }

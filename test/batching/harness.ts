@@ -34,7 +34,9 @@ export class GatedRunner implements BatchRunner {
     const values = requests.map(valueOf);
     this.batches.push(values);
     if (this.#gated) await new Promise<void>((resolve) => this.#gates.push(resolve));
-    if (requests.some((request) => request.body?.toString() === 'poison')) throw new InferenceInputError('poisoned');
+    if (requests.some((request) => request.kind === 'body' && request.body.toString() === 'poison')) {
+      throw new InferenceInputError('poisoned');
+    }
     return { responses: values.map((value) => value * 2), timings: TIMINGS };
   }
 
@@ -44,8 +46,13 @@ export class GatedRunner implements BatchRunner {
   }
 }
 
-const valueOf = (request: HandlerRequest): number => Number(request.body?.toString());
-export const req = (value: number | string): HandlerRequest => ({ body: Buffer.from(String(value)) });
+const valueOf = (request: HandlerRequest): number => Number(request.kind === 'body' ? request.body.toString() : NaN);
+export const req = (value: number | string): HandlerRequest => ({
+  kind: 'body',
+  body: Buffer.from(String(value)),
+  contentType: undefined,
+  movable: false,
+});
 
 export const DEFAULT_POLICY: BatchingPolicy = {
   maxBatchSize: 8,

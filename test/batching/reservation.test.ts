@@ -10,7 +10,7 @@ const stuck: BatchRunner = {
   device: 'test',
   run: () => new Promise(() => {}),
 };
-const request: HandlerRequest = { body: Buffer.from('1') };
+const request: HandlerRequest = { kind: 'body', body: Buffer.from('1'), contentType: undefined, movable: false };
 
 function batcher(maxQueueSize: number): Batcher {
   return new Batcher([stuck], {

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { getJson } from '../../src/bench/model-queries.js';
+import { managementToken } from '../../src/cli/management-client.js';
+import { cleanEnv, runChild } from '../cli/container-child.js';
 import { startTestServer } from '../fixtures/server.js';
 import { packSimArchive } from '../fixtures/sim-archive.js';
 import { tempDir } from '../fixtures/temp.js';
@@ -47,4 +49,56 @@ test("bench --url --management-url sweeps someone else's server, then puts it ba
   }[];
   assert.equal(described[0]?.batchSize, 4);
   assert.equal(described[0]?.maxBatchDelay, 3);
+});
+
+test('bench --management-url with no token reads the key file serve wrote in its folder, and says so', async (t) => {
+  const dir = await tempDir(t);
+  const archive = await packSimArchive(dir, { fixedCost: '1ms', rowCost: '100us', maxBatchSize: 4 });
+  // No token in the config: the server generates one and writes it where `serve` does by default.
+  const server = await startTestServer(t, {
+    models: [`sim=${archive}`],
+    auth: { key_file: join(dir, 'batchserve.key') },
+  });
+  const run = await runChild(
+    process.execPath,
+    [
+      BIN,
+      'bench',
+      ...['--url', server.urls.inference, '--model', 'sim', '--management-url', server.urls.management],
+      ...['--batch-sizes', '1,2', '--concurrency', '1'],
+      ...['--window', '100ms', '--warmup', '50ms', '--duration', '200ms'],
+    ],
+    { cwd: dir, env: cleanEnv() },
+  );
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stderr, /^bench: management token from batchserve\.key$/m);
+  assert.match(run.stderr, /bench: put sim back as found: max_batch_size 4/);
+});
+
+test('the management token: a flag or $BATCHSERVE_TOKEN first, then $BATCHSERVE_KEY_FILE, TorchServe key files too', async (t) => {
+  const dir = await tempDir(t);
+  const keyFile = join(dir, 'key_file.json');
+  await writeFile(
+    keyFile,
+    JSON.stringify({ management: { key: 'm-key' }, inference: { key: 'i-key' }, API: { key: 'a' } }),
+  );
+  const saved = {
+    BATCHSERVE_TOKEN: process.env.BATCHSERVE_TOKEN,
+    BATCHSERVE_KEY_FILE: process.env.BATCHSERVE_KEY_FILE,
+  };
+  t.after(() => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  });
+  delete process.env.BATCHSERVE_TOKEN;
+  process.env.BATCHSERVE_KEY_FILE = keyFile;
+  assert.deepEqual(await managementToken({}), { token: 'm-key', file: keyFile });
+  assert.deepEqual(await managementToken({ token: 'flag' }), { token: 'flag' });
+  await writeFile(keyFile, '{"inference": {"key": "i-key"}}');
+  await assert.rejects(managementToken({}), { code: 'BS_ERR_MANAGEMENT_CALL' });
+  process.env.BATCHSERVE_KEY_FILE = join(dir, 'none');
+  assert.deepEqual(await managementToken({}), { token: undefined });
+  await assert.rejects(managementToken({ tokenFile: join(dir, 'none') }), { code: 'BS_ERR_MANAGEMENT_CALL' });
 });

@@ -9,7 +9,7 @@ import { BIN, REPO, runChild, serveChild, type Served } from './container-child.
 
 const HEADING = '**Walkthrough: ship v2 as a canary, watch it, roll back.**';
 
-/** docs/versions.md's canary walkthrough (the README points there): its shell block, one command a line (continuations joined, comments cut). */
+/** docs/versions.md's canary walkthrough (the README points there): its shell block, one command a line (continuations joined, comments and shown output cut). */
 async function walkthroughCommands(): Promise<string[]> {
   const readme = await readFile(join(REPO, 'docs', 'versions.md'), 'utf8');
   const after = readme.slice(readme.indexOf(HEADING));
@@ -19,7 +19,7 @@ async function walkthroughCommands(): Promise<string[]> {
     .replace(/\\\n\s*/g, '')
     .split('\n')
     .map((line) => line.replace(/\s+#.*$/, '').trim())
-    .filter((line) => line !== '');
+    .filter((line) => line !== '' && !line.startsWith('#'));
 }
 
 /** Shell words: split on spaces, double quotes kept together. */

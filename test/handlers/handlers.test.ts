@@ -12,11 +12,20 @@ import { createHandlerContext, runBatch } from '../../src/handlers/pipeline.js';
 import { tensorHandler } from '../../src/handlers/tensor-handler.js';
 import type { HandlerContext } from '../../src/handlers/types.js';
 import { createSession, readSignature } from '../../src/runtime/session.js';
-import type { TensorMap } from '../../src/core/tensors.js';
+import type { TensorMap } from '../../src/handlers/ort-tensors.js';
 import type { BatchserveError } from '../../src/core/errors.js';
 import { DEMO_MODEL_PATH as DEMO_MODEL } from '../../src/runtime/demo-model.js';
 import { affineModel, tinyImageClassifier } from '../fixtures/onnx-models.js';
 import type { HandlerRequest } from '../../src/core/request.js';
+
+type Request = HandlerRequest<ort.Tensor>;
+const body = (bytes: Buffer): Request => ({ kind: 'body', body: bytes, contentType: undefined, movable: false });
+const tensors = (x: ort.Tensor): Request => ({
+  kind: 'tensors',
+  inputs: { x },
+  rows: x.dims[0] as number,
+  movable: false,
+});
 
 async function contextFor(model: string | Uint8Array, config: ModelConfig, labels?: string[]): Promise<HandlerContext> {
   const session = await createSession(model, config);
@@ -48,17 +57,13 @@ function png(width: number, height: number, pixel: (x: number, y: number) => [nu
 
 test("tensor handler: a stacked batch splits back to exactly each request's solo result", async () => {
   const context = await contextFor(affineModel([4]), validateModelConfig({}, 'c'));
-  const requests: HandlerRequest[] = [
-    { inputs: { x: rows(1, 0) } },
-    { inputs: { x: rows(2, 100) } },
-    { inputs: { x: rows(1, -7) } },
-  ];
+  const requests: Request[] = [tensors(rows(1, 0)), tensors(rows(2, 100)), tensors(rows(1, -7))];
   const batched = (await runBatch(tensorHandler, requests, context)) as TensorMap[];
   for (const [index, request] of requests.entries()) {
     const [solo] = (await runBatch(tensorHandler, [request], context)) as TensorMap[];
     assert.deepEqual(batched[index]?.y?.dims, solo?.y?.dims);
     assert.deepEqual(Array.from(batched[index]?.y?.data as Float32Array), Array.from(solo?.y?.data as Float32Array));
-    const input = request.inputs?.x?.data as Float32Array;
+    const input = (request.kind === 'tensors' ? request.inputs.x?.data : undefined) as Float32Array;
     assert.deepEqual(
       Array.from(solo?.y?.data as Float32Array),
       Array.from(input, (v) => v * 2 + 1),
@@ -68,26 +73,22 @@ test("tensor handler: a stacked batch splits back to exactly each request's solo
 
 test('tensor handler: JSON bodies (TorchServe route) and bad inputs', async () => {
   const context = await contextFor(affineModel([4]), validateModelConfig({}, 'c'));
-  const [named] = (await runBatch(
-    tensorHandler,
-    [{ body: Buffer.from('{"x": [[1, 2, 3, 4]]}') }],
-    context,
-  )) as TensorMap[];
+  const [named] = (await runBatch(tensorHandler, [body(Buffer.from('{"x": [[1, 2, 3, 4]]}'))], context)) as TensorMap[];
   assert.deepEqual(Array.from(named?.y?.data as Float32Array), [3, 5, 7, 9]);
-  const [bare] = (await runBatch(tensorHandler, [{ body: Buffer.from('[[0, 0, 0, 1]]') }], context)) as TensorMap[];
+  const [bare] = (await runBatch(tensorHandler, [body(Buffer.from('[[0, 0, 0, 1]]'))], context)) as TensorMap[];
   assert.deepEqual(Array.from(bare?.y?.data as Float32Array), [1, 1, 1, 3]);
-  const refuse = async (request: HandlerRequest): Promise<string> =>
+  const refuse = async (request: Request): Promise<string> =>
     runBatch(tensorHandler, [request], context).then(
       () => assert.fail('expected a refusal'),
       (error: BatchserveError) => error.code,
     );
   // Tensors read from a JSON body are checked here; decoded v2 tensors were checked by the
   // protocol layer (test/protocol/prepared-request.test.ts) and are trusted.
-  assert.equal(await refuse({ body: Buffer.from('{"x": [[1, 2, 3, 4, 5]]}') }), 'BS_ERR_INFERENCE_INPUT');
-  assert.equal(await refuse({ body: Buffer.from('{"x": [[1, 2], [3, 4]]}') }), 'BS_ERR_INFERENCE_INPUT');
-  assert.equal(await refuse({ body: Buffer.from('{"z": [[1, 2, 3, 4]]}') }), 'BS_ERR_INFERENCE_INPUT');
-  assert.equal(await refuse({ body: Buffer.from('not json') }), 'BS_ERR_INFERENCE_INPUT');
-  assert.equal(await refuse({ body: Buffer.from('{"x": [[1, 2], [3]]}') }), 'BS_ERR_INFERENCE_INPUT');
+  assert.equal(await refuse(body(Buffer.from('{"x": [[1, 2, 3, 4, 5]]}'))), 'BS_ERR_INFERENCE_INPUT');
+  assert.equal(await refuse(body(Buffer.from('{"x": [[1, 2], [3, 4]]}'))), 'BS_ERR_INFERENCE_INPUT');
+  assert.equal(await refuse(body(Buffer.from('{"z": [[1, 2, 3, 4]]}'))), 'BS_ERR_INFERENCE_INPUT');
+  assert.equal(await refuse(body(Buffer.from('not json'))), 'BS_ERR_INFERENCE_INPUT');
+  assert.equal(await refuse(body(Buffer.from('{"x": [[1, 2], [3]]}'))), 'BS_ERR_INFERENCE_INPUT');
 });
 
 test('image classifier: known scores and labels on a tiny model (PNG and JPEG)', async () => {
@@ -106,7 +107,7 @@ test('image classifier: known scores and labels on a tiny model (PNG and JPEG)',
   );
   const [fromRed, fromBlack, fromJpeg] = (await runBatch(
     imageClassifierHandler,
-    [{ body: red }, { body: black }, { body: redJpeg }],
+    [body(red), body(black), body(redJpeg)],
     context,
   )) as Classification[][];
   const e = Math.exp(2);
@@ -119,7 +120,7 @@ test('image classifier: known scores and labels on a tiny model (PNG and JPEG)',
   assert.ok(Math.abs((fromBlack?.[0]?.score ?? 0) - 0.5) < 1e-6, 'logits [0, 0]');
   assert.equal(fromJpeg?.[0]?.label, 'red');
   assert.ok((fromJpeg?.[0]?.score ?? 0) > 0.85);
-  await assert.rejects(runBatch(imageClassifierHandler, [{ body: Buffer.from('GIF89a....') }], context), {
+  await assert.rejects(runBatch(imageClassifierHandler, [body(Buffer.from('GIF89a....'))], context), {
     code: 'BS_ERR_INFERENCE_INPUT',
   });
 });
@@ -146,7 +147,7 @@ test('image classifier over a model of any image size: refused at load until the
   await imageClassifierHandler.initialize?.(context);
   const [answer] = (await runBatch(
     imageClassifierHandler,
-    [{ body: png(12, 3, () => [255, 0, 0]) }],
+    [body(png(12, 3, () => [255, 0, 0]))],
     context,
   )) as Classification[][];
   assert.equal(answer?.[0]?.label, 'red');
@@ -172,13 +173,9 @@ test('image classifier on the demo model: a batch equals each image alone, label
   const flipped = png(160, 32, (x, y) =>
     (x % 12 < 7 && 31 - y > 8 && 31 - y < 26) || (31 - y < 12 && (159 - x) % 24 < 3) ? [20, 20, 20] : [250, 250, 250],
   );
-  const batch = (await runBatch(
-    imageClassifierHandler,
-    [{ body: line }, { body: flipped }],
-    context,
-  )) as Classification[][];
-  for (const [index, body] of [line, flipped].entries()) {
-    const [solo] = (await runBatch(imageClassifierHandler, [{ body }], context)) as Classification[][];
+  const batch = (await runBatch(imageClassifierHandler, [body(line), body(flipped)], context)) as Classification[][];
+  for (const [index, bodyBytes] of [line, flipped].entries()) {
+    const [solo] = (await runBatch(imageClassifierHandler, [body(bodyBytes)], context)) as Classification[][];
     assert.deepEqual(
       batch[index]?.map((c) => c.label),
       solo?.map((c) => c.label),

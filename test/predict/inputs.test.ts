@@ -2,9 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmod, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type ort from 'onnxruntime-node';
 import type { BatchserveError } from '../../src/core/errors.js';
-import type { TensorSpec } from '../../src/core/tensors.js';
+import type { Tensor, TensorSpec } from '../../src/core/tensors.js';
 import type { ModelSignature } from '../../src/protocol/prepared-request.js';
 import type { DatasetRow, InputSpec } from '../../src/predict/dataset.js';
 import { globToRegExp } from '../../src/predict/glob.js';
@@ -31,9 +30,10 @@ async function rowsOf(spec: InputSpec, model: ModelSignature, from = 0, to = Inf
   return rows;
 }
 
-const tensorOf = (row: DatasetRow | undefined, name = 'x'): ort.Tensor => {
+const tensorOf = (row: DatasetRow | undefined, name = 'x'): Tensor => {
   assert.ok(row && 'request' in row, `row ${row?.id} failed`);
-  return row.request.inputs?.[name] as ort.Tensor;
+  assert.equal(row.request.kind, 'tensors');
+  return (row.request.kind === 'tensors' ? row.request.inputs[name] : undefined) as Tensor;
 };
 const codeOf = async (promise: Promise<unknown>): Promise<string> =>
   promise.then(

@@ -30,7 +30,14 @@ async function* rows(
     const count = row % 7 === 0 ? Math.min(3, to - row) : 1;
     const ids = Array.from({ length: count }, (_, index) => String(row + index));
     const chunk = count > 1 ? { chunk: { count, ids, split: () => Promise.resolve([]) } } : {};
-    yield { row, id: String(row), request: {}, rows: count === 1 ? 1 + (row % 3) : count, shapeKey: '', ...chunk };
+    yield {
+      row,
+      id: String(row),
+      request: { kind: 'texts', texts: [] },
+      rows: count === 1 ? 1 + (row % 3) : count,
+      shapeKey: '',
+      ...chunk,
+    };
     row += count;
   }
 }
@@ -124,8 +131,8 @@ test('a failing writer stops the reading at once and its error is thrown', async
 
 test('an input that skips or loses rows is an error, not a silent gap', async () => {
   async function* skipping(): AsyncGenerator<DatasetRow> {
-    yield { row: 0, id: '0', request: {}, rows: 1, shapeKey: '' };
-    yield { row: 2, id: '2', request: {}, rows: 1, shapeKey: '' };
+    yield { row: 0, id: '0', request: { kind: 'texts', texts: [] }, rows: 1, shapeKey: '' };
+    yield { row: 2, id: '2', request: { kind: 'texts', texts: [] }, rows: 1, shapeKey: '' };
   }
   const run = (to: number) =>
     runPipeline({

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import ort from 'onnxruntime-node';
 import { InferenceInputError } from '../../src/core/errors.js';
 import type { HandlerRequest } from '../../src/core/request.js';
+import type { Tensor } from '../../src/core/tensors.js';
 import type { SubmitOptions, SubmitResult } from '../../src/batching/batcher.js';
 import type { ReadyRow } from '../../src/predict/dataset.js';
 import { score } from '../../src/predict/score.js';
@@ -12,12 +12,12 @@ const timings = { computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 };
 
 /** A request of `values.length` rows of x [rows, 1]; with `chunk`, one request for them all. */
 function request(first: number, values: number[], chunk: boolean): ReadyRow {
-  const x = new ort.Tensor('float32', Float32Array.from(values), [values.length, 1]);
+  const x: Tensor = { datatype: 'FP32', dims: [values.length, 1], data: Float32Array.from(values) };
   const ids = values.map((_, index) => `id${first + index}`);
   return {
     row: first,
     id: ids[0] as string,
-    request: { inputs: { x } },
+    request: { kind: 'tensors', inputs: { x }, rows: values.length, movable: false },
     rows: values.length,
     shapeKey: '1',
     ...(chunk
@@ -33,24 +33,23 @@ function request(first: number, values: number[], chunk: boolean): ReadyRow {
 }
 
 /** y = 2x; any request holding a negative value fails, as a batch with one bad row does. */
-function model(answer: (x: ort.Tensor) => unknown = (x) => ({ y: double(x) })) {
+function model(answer: (x: Tensor) => unknown = (x) => ({ y: double(x) })) {
   const calls: number[] = [];
   return {
     calls,
     infer: async (handlerRequest: HandlerRequest, options: SubmitOptions): Promise<SubmitResult> => {
-      const x = handlerRequest.inputs?.x as ort.Tensor;
+      const x = (handlerRequest.kind === 'tensors' ? handlerRequest.inputs.x : undefined) as Tensor;
       calls.push(options.rows);
       if ((x.data as Float32Array).some((value) => value < 0)) throw new InferenceInputError('negative');
       return { response: answer(x), queueNs: 0, timings, batchRows: options.rows, instanceId: 'i' };
     },
   };
 }
-const double = (x: ort.Tensor) =>
-  new ort.Tensor(
-    'float32',
-    (x.data as Float32Array).map((value) => value * 2),
-    x.dims,
-  );
+const double = (x: Tensor): Tensor => ({
+  datatype: 'FP32',
+  dims: x.dims,
+  data: (x.data as Float32Array).map((value) => value * 2),
+});
 
 test('a chunk answers one record a row, with each row its own id and a [1, …] shape', async () => {
   const fake = model();

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import ort from 'onnxruntime-node';
+import type { Tensor } from '../../src/core/tensors.js';
+import { tensorOf } from '../fixtures/tensors.js';
 import { floatToHalf } from '../../src/protocol/binary-tensor.js';
 import { classify } from '../../src/protocol/classification.js';
 
@@ -41,10 +42,10 @@ test('property: the top k of every row, best first, matches a full sort (few and
     fc.property(matrix, ({ rows, values, k, labelled }) => {
       const classes = values.length / rows;
       const labels = labelled ? Array.from({ length: classes - 1 }, (_, i) => `c${i}`) : undefined;
-      const tensor = new ort.Tensor('float64', Float64Array.from(values), [rows, classes]);
+      const tensor = tensorOf('float64', Float64Array.from(values), [rows, classes]);
       const result = classify('scores', tensor, k, labels);
       const kept = Math.min(k, classes);
-      assert.equal(result.type, 'string');
+      assert.equal(result.datatype, 'BYTES');
       assert.deepEqual(result.dims, [rows, kept]);
       assert.deepEqual(result.data, reference(values, rows, kept, labels));
     }),
@@ -56,7 +57,7 @@ test('with many classes, each row ranks only its own scores, never its neighbour
   // 3 rows of 40 classes, top 2: the cheap path for few-of-many. Each row's best sits at its
   // last class, and the next row opens with a larger score that must not leak in.
   const values = Array.from({ length: 120 }, (_, i) => (i % 40) / 10 + Math.floor(i / 40) * 100);
-  const result = classify('scores', new ort.Tensor('float64', Float64Array.from(values), [3, 40]), 2);
+  const result = classify('scores', tensorOf('float64', Float64Array.from(values), [3, 40]), 2);
   assert.deepEqual(result.data, [
     '3.900000:39',
     '3.800000:38',
@@ -68,34 +69,34 @@ test('with many classes, each row ranks only its own scores, never its neighbour
 });
 
 test('a rank-0 or rank-1 output is one row and answers [k]', () => {
-  const scalar = classify('p', new ort.Tensor('float32', Float32Array.of(0.75), []), 3);
+  const scalar = classify('p', tensorOf('float32', Float32Array.of(0.75), []), 3);
   assert.deepEqual([scalar.dims, scalar.data], [[1], ['0.750000:0']]);
-  const vector = classify('p', new ort.Tensor('float32', Float32Array.of(0.5, 1, 0.25), [3]), 2, ['a', 'b', 'c']);
+  const vector = classify('p', tensorOf('float32', Float32Array.of(0.5, 1, 0.25), [3]), 2, ['a', 'b', 'c']);
   assert.deepEqual([vector.dims, vector.data], [[2], ['1.000000:1:b', '0.500000:0:a']]);
 });
 
 test('FP16 scores are read as halves and print as floats; UINT16 ones stay integers', () => {
   const halves = Uint16Array.of(floatToHalf(0.5), floatToHalf(-2), floatToHalf(1.25));
-  assert.deepEqual(classify('p', new ort.Tensor('float16', halves, [1, 3]), 3).data, [
+  assert.deepEqual(classify('p', tensorOf('float16', halves, [1, 3]), 3).data, [
     '1.250000:2',
     '0.500000:0',
     '-2.000000:1',
   ]);
   // The same bits as UINT16: 15360 is half 1.0, but a UINT16 output means the integer.
-  assert.deepEqual(classify('p', new ort.Tensor('uint16', Uint16Array.of(15360, 48128, 2), [3]), 2).data, [
+  assert.deepEqual(classify('p', tensorOf('uint16', Uint16Array.of(15360, 48128, 2), [3]), 2).data, [
     '48128:1',
     '15360:0',
   ]);
 });
 
 test('a STRING or BOOL output cannot be classified: a 400 naming the output and its type', () => {
-  for (const tensor of [new ort.Tensor('string', ['x'], [1]), new ort.Tensor('bool', Uint8Array.of(1, 0), [2])]) {
+  for (const tensor of [tensorOf('string', ['x'], [1]), tensorOf('bool', Uint8Array.of(1, 0), [2])]) {
     assert.throws(
       () => classify('labels_out', tensor, 1),
       (error: Error & { code: string; httpStatus: number }) => {
         assert.equal(error.code, 'BS_ERR_INFERENCE_INPUT');
         assert.equal(error.httpStatus, 400);
-        assert.match(error.message, new RegExp(`"labels_out".*${tensor.type}`));
+        assert.match(error.message, new RegExp(`"labels_out".*${tensor.datatype}`));
         return true;
       },
     );
@@ -103,7 +104,7 @@ test('a STRING or BOOL output cannot be classified: a 400 naming the output and 
 });
 
 /** A float32 output whose score reads are counted, to see how much work a ranking does. */
-function countingScores(n: number): { tensor: ort.Tensor; reads: () => number } {
+function countingScores(n: number): { tensor: Tensor; reads: () => number } {
   const data = Float32Array.from({ length: n }, (_, i) => ((i * 7919) % n) / n);
   let reads = 0;
   const counted = new Proxy(data, {
@@ -113,7 +114,7 @@ function countingScores(n: number): { tensor: ort.Tensor; reads: () => number } 
       return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
     },
   });
-  const tensor = { type: 'float32', dims: [1, n], data: counted } as unknown as ort.Tensor;
+  const tensor = { datatype: 'FP32', dims: [1, n], data: counted } as Tensor;
   return { tensor, reads: () => reads };
 }
 

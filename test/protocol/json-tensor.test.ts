@@ -1,6 +1,8 @@
+import { ortTypeOf } from '../../src/core/datatypes.js';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import ort from 'onnxruntime-node';
+import type { Tensor } from '../../src/core/tensors.js';
+import { tensorOf } from '../fixtures/tensors.js';
 import type { Datatype } from '../../src/core/datatypes.js';
 import { jsonTensorData, readJsonTensor, type JsonInput } from '../../src/protocol/json-tensor.js';
 
@@ -65,20 +67,20 @@ test('data with more elements than the shape is refused with the count it has', 
 
 test('JSON output: INT64 and UINT64 are numbers up to ±(2^53 - 1), strings beyond', () => {
   const max = BigInt(Number.MAX_SAFE_INTEGER);
-  const int64 = new ort.Tensor('int64', BigInt64Array.of(max, max + 1n, -max, -max - 1n, 0n), [5]);
+  const int64 = tensorOf('int64', BigInt64Array.of(max, max + 1n, -max, -max - 1n, 0n), [5]);
   assert.equal(jsonTensorData(int64), '[9007199254740991,"9007199254740992",-9007199254740991,"-9007199254740992",0]');
-  const uint64 = new ort.Tensor('uint64', BigUint64Array.of(5n, max + 1n), [2]);
+  const uint64 = tensorOf('uint64', BigUint64Array.of(5n, max + 1n), [2]);
   assert.equal(jsonTensorData(uint64), '[5,"9007199254740992"]');
 });
 
 test('JSON output: each datatype spelled as the v2 protocol reads it', () => {
-  const cases: [ort.Tensor, string][] = [
-    [new ort.Tensor('string', ['a', 'é"'], [2]), '["a","é\\""]'],
-    [new ort.Tensor('bool', Uint8Array.of(0, 1, 2), [3]), '[false,true,true]'],
-    [new ort.Tensor('float32', Float32Array.of(0.5, NaN, -Infinity, -0), [4]), '[0.5,"NaN","-Infinity",0]'],
-    [new ort.Tensor('float16', Uint16Array.of(0x3c00, 0x7c00, 0x7e00), [3]), '[1,"Infinity","NaN"]'],
-    [new ort.Tensor('uint8', Uint8Array.of(255, 0), [2]), '[255,0]'],
-    [new ort.Tensor('float32', new Float32Array(0), [0]), '[]'],
+  const cases: [Tensor, string][] = [
+    [tensorOf('string', ['a', 'é"'], [2]), '["a","é\\""]'],
+    [tensorOf('bool', Uint8Array.of(0, 1, 2), [3]), '[false,true,true]'],
+    [tensorOf('float32', Float32Array.of(0.5, NaN, -Infinity, -0), [4]), '[0.5,"NaN","-Infinity",0]'],
+    [tensorOf('float16', Uint16Array.of(0x3c00, 0x7c00, 0x7e00), [3]), '[1,"Infinity","NaN"]'],
+    [tensorOf('uint8', Uint8Array.of(255, 0), [2]), '[255,0]'],
+    [tensorOf('float32', new Float32Array(0), [0]), '[]'],
   ];
-  for (const [tensor, json] of cases) assert.equal(jsonTensorData(tensor), json, tensor.type);
+  for (const [tensor, json] of cases) assert.equal(jsonTensorData(tensor), json, ortTypeOf(tensor.datatype));
 });

@@ -1,10 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import ort from 'onnxruntime-node';
+import type { Tensor } from '../../src/core/tensors.js';
+import { tensorOf } from '../fixtures/tensors.js';
 import type { BatchserveError } from '../../src/core/errors.js';
 import { DATATYPES, datatypeOfOrtType, ortTypeOf, type Datatype } from '../../src/core/datatypes.js';
-import type { TensorMap, TensorSpec } from '../../src/core/tensors.js';
+import type { Tensors as TensorMap, TensorSpec } from '../../src/core/tensors.js';
 import { floatToHalf, halfToFloat } from '../../src/protocol/binary-tensor.js';
 import {
   decodeInferRequest,
@@ -15,7 +16,7 @@ import {
 
 // --- helpers ------------------------------------------------------------------
 
-type Values = ort.Tensor['data'];
+type Values = Tensor['data'];
 type NumericArray = Exclude<Values, string[]>;
 type Json = Record<string, unknown>;
 
@@ -34,10 +35,10 @@ const ARRAY_OF = {
   FP64: Float64Array,
 } as const;
 
-function makeTensor(datatype: Datatype, values: readonly unknown[], dims: readonly number[]): ort.Tensor {
-  if (datatype === 'BYTES') return new ort.Tensor('string', values as string[], dims);
+function makeTensor(datatype: Datatype, values: readonly unknown[], dims: readonly number[]): Tensor {
+  if (datatype === 'BYTES') return tensorOf('string', values as string[], dims);
   const Array_ = ARRAY_OF[datatype] as unknown as { from(values: readonly unknown[]): NumericArray };
-  return new ort.Tensor(ortTypeOf(datatype), Array_.from(values), dims);
+  return tensorOf(ortTypeOf(datatype), Array_.from(values), dims);
 }
 
 const jsonBody = (header: unknown): Buffer => Buffer.from(JSON.stringify(header));
@@ -64,44 +65,46 @@ function bytesElements(strings: readonly string[]): Buffer {
   );
 }
 
-function binaryBytes(tensor: ort.Tensor): Buffer {
-  return tensor.type === 'string' ? bytesElements(tensor.data as string[]) : bytesOf(tensor.data as NumericArray);
+function binaryBytes(tensor: Tensor): Buffer {
+  return ortTypeOf(tensor.datatype) === 'string'
+    ? bytesElements(tensor.data as string[])
+    : bytesOf(tensor.data as NumericArray);
 }
 
-const dataOf = (tensor: ort.Tensor | undefined): Values => {
+const dataOf = (tensor: Tensor | undefined): Values => {
   assert.ok(tensor, 'tensor is present');
   return tensor.data;
 };
 
 /** Exact equality: datatype, dims and every bit of the data. */
-function assertSameTensor(actual: ort.Tensor | undefined, expected: ort.Tensor): void {
+function assertSameTensor(actual: Tensor | undefined, expected: Tensor): void {
   assert.ok(actual, 'tensor is present');
-  assert.equal(actual.type, expected.type);
+  assert.equal(ortTypeOf(actual.datatype), ortTypeOf(expected.datatype));
   assert.deepEqual(actual.dims, expected.dims);
-  if (expected.type === 'string') assert.deepEqual(actual.data, expected.data);
+  if (ortTypeOf(expected.datatype) === 'string') assert.deepEqual(actual.data, expected.data);
   else assert.deepEqual(binaryBytes(actual), binaryBytes(expected));
 }
 
 /** What JSON can carry: -0 becomes 0 and FP16 NaNs lose their payload. */
-function jsonNormalized(tensor: ort.Tensor): ort.Tensor {
-  if (tensor.type === 'float32' || tensor.type === 'float64') {
+function jsonNormalized(tensor: Tensor): Tensor {
+  if (ortTypeOf(tensor.datatype) === 'float32' || ortTypeOf(tensor.datatype) === 'float64') {
     const data = (tensor.data as Float32Array).map((value) => (value === 0 ? 0 : value));
-    return new ort.Tensor(tensor.type, data, tensor.dims);
+    return tensorOf(ortTypeOf(tensor.datatype), data, tensor.dims);
   }
-  if (tensor.type === 'float16') {
+  if (ortTypeOf(tensor.datatype) === 'float16') {
     const data = (tensor.data as Uint16Array).map((bits) =>
       floatToHalf(halfToFloat(bits) === 0 ? 0 : halfToFloat(bits)),
     );
-    return new ort.Tensor('float16', data, tensor.dims);
+    return tensorOf('float16', data, tensor.dims);
   }
   return tensor;
 }
 
 /** JSON data as a client would write it, flat or nested along the shape. */
-function jsonData(tensor: ort.Tensor, nested: boolean): unknown[] {
+function jsonData(tensor: Tensor, nested: boolean): unknown[] {
   const values = Array.from(tensor.data as ArrayLike<unknown>, (value): unknown => {
-    if (tensor.type === 'bool') return value === 1;
-    if (tensor.type === 'float16') value = halfToFloat(value as number);
+    if (ortTypeOf(tensor.datatype) === 'bool') return value === 1;
+    if (ortTypeOf(tensor.datatype) === 'float16') value = halfToFloat(value as number);
     if (typeof value === 'bigint') return Number.isSafeInteger(Number(value)) ? Number(value) : String(value);
     if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
     return value;
@@ -184,7 +187,7 @@ const elementOf: Record<Datatype, fc.Arbitrary<unknown>> = {
   BYTES: fc.string({ unit: 'grapheme', maxLength: 6 }),
 };
 
-const tensorArbitrary: fc.Arbitrary<ort.Tensor> = fc
+const tensorArbitrary: fc.Arbitrary<Tensor> = fc
   .record({
     datatype: fc.constantFrom(...DATATYPES),
     dims: fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 3 }),
@@ -211,7 +214,7 @@ test('a JSON request decodes flat and nested data into the same typed array', ()
     undefined,
     [],
   );
-  const expected = new ort.Tensor('float32', Float32Array.of(1, 2, 3, 4, 5, 6), [2, 3]);
+  const expected = tensorOf('float32', Float32Array.of(1, 2, 3, 4, 5, 6), [2, 3]);
   assertSameTensor(flat.inputs.x, expected);
   assertSameTensor(nested.inputs.x, expected);
   assert.ok(dataOf(flat.inputs.x) instanceof Float32Array);
@@ -297,11 +300,11 @@ test('binary requests decode FP32, INT64, BOOL, BYTES and FP16 into aligned type
     inputs.map((input) => input.bytes),
   );
   const decoded = decodeInferRequest(body, headerLength, []).inputs;
-  assertSameTensor(decoded.fp32, new ort.Tensor('float32', fp32, [3]));
-  assertSameTensor(decoded.int64, new ort.Tensor('int64', int64, [1, 2]));
-  assertSameTensor(decoded.bool, new ort.Tensor('bool', bool, [2, 2]));
-  assertSameTensor(decoded.bytes, new ort.Tensor('string', strings, [3]));
-  assertSameTensor(decoded.fp16, new ort.Tensor('float16', fp16, [3]));
+  assertSameTensor(decoded.fp32, tensorOf('float32', fp32, [3]));
+  assertSameTensor(decoded.int64, tensorOf('int64', int64, [1, 2]));
+  assertSameTensor(decoded.bool, tensorOf('bool', bool, [2, 2]));
+  assertSameTensor(decoded.bytes, tensorOf('string', strings, [3]));
+  assertSameTensor(decoded.fp16, tensorOf('float16', fp16, [3]));
   assert.ok(dataOf(decoded.fp32) instanceof Float32Array);
   assert.ok(dataOf(decoded.int64) instanceof BigInt64Array);
   assert.ok(dataOf(decoded.fp16) instanceof Uint16Array);
@@ -320,16 +323,16 @@ test('binary and JSON inputs mix in one request; binary parts follow in input or
   );
   const { inputs } = decodeInferRequest(body, headerLength, []);
   assert.deepEqual(Object.keys(inputs), ['a', 'b', 'c']);
-  assertSameTensor(inputs.a, new ort.Tensor('float32', Float32Array.of(0.5, -0.25), [2]));
-  assertSameTensor(inputs.b, new ort.Tensor('int32', Int32Array.of(1, 2, 3), [3]));
-  assertSameTensor(inputs.c, new ort.Tensor('string', ['xyz', ''], [2]));
+  assertSameTensor(inputs.a, tensorOf('float32', Float32Array.of(0.5, -0.25), [2]));
+  assertSameTensor(inputs.b, tensorOf('int32', Int32Array.of(1, 2, 3), [3]));
+  assertSameTensor(inputs.c, tensorOf('string', ['xyz', ''], [2]));
 });
 
 test('property: a JSON request and a binary request for the same tensor decode to identical tensors', () => {
   fc.assert(
     fc.property(tensorArbitrary, fc.boolean(), (original, nested) => {
       const tensor = jsonNormalized(original);
-      const datatype = datatypeOfOrtType(tensor.type);
+      const datatype = datatypeOfOrtType(ortTypeOf(tensor.datatype));
       const input = { name: 'x', datatype, shape: tensor.dims };
       const fromJson = decodeInferRequest(
         jsonBody({ inputs: [{ ...input, data: jsonData(tensor, nested) }] }),
@@ -355,18 +358,18 @@ test('a raw binary request is the single input, rows from the byte length, outpu
   const model: TensorSpec[] = [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }];
   const values = Float32Array.of(1, 2, 3, 4, 5, 6);
   const decoded = decodeInferRequest(bytesOf(values), 0, model);
-  assertSameTensor(decoded.inputs.x, new ort.Tensor('float32', values, [2, 3]));
+  assertSameTensor(decoded.inputs.x, tensorOf('float32', values, [2, 3]));
   assert.equal(decoded.binaryDataOutput, true);
   assert.equal(decoded.outputs, undefined);
 
   const fixed: TensorSpec[] = [{ name: 'y', datatype: 'INT32', shape: [2, 2] }];
   const ints = Int32Array.of(1, -2, 3, -4);
-  assertSameTensor(decodeInferRequest(bytesOf(ints), 0, fixed).inputs.y, new ort.Tensor('int32', ints, [2, 2]));
+  assertSameTensor(decodeInferRequest(bytesOf(ints), 0, fixed).inputs.y, tensorOf('int32', ints, [2, 2]));
 
   const text: TensorSpec[] = [{ name: 's', datatype: 'BYTES', shape: [-1, 1] }];
   assertSameTensor(
     decodeInferRequest(Buffer.from('raw text ✓'), 0, text).inputs.s,
-    new ort.Tensor('string', ['raw text ✓'], [1, 1]),
+    tensorOf('string', ['raw text ✓'], [1, 1]),
   );
 });
 
@@ -603,25 +606,14 @@ test('the smallest valid values are accepted: classification 1, binary_data_size
     [],
   );
   assert.deepEqual(decoded.outputs, [{ name: 'y', binary: true, classification: 1 }]);
-  assertSameTensor(decoded.inputs.e, new ort.Tensor('float32', new Float32Array(0), [0, 3]));
-  assertSameTensor(decoded.inputs.s, new ort.Tensor('int8', Int8Array.of(-3), []));
+  assertSameTensor(decoded.inputs.e, tensorOf('float32', new Float32Array(0), [0, 3]));
+  assertSameTensor(decoded.inputs.s, tensorOf('int8', Int8Array.of(-3), []));
   // A request without id or outputs has no such keys at all, not keys holding undefined.
   assert.deepEqual(Object.keys(decodeInferRequest(jsonBody({ inputs: [] }), undefined, [])).sort(), [
     'binaryDataOutput',
     'inputs',
     'parameters',
   ]);
-});
-
-test('a tensor type v2 cannot carry is a programming error, not a response', () => {
-  assert.throws(
-    () =>
-      encodeInferResponse({
-        model_name: 'm',
-        outputs: [{ name: 'q', tensor: new ort.Tensor('int4', new Uint8Array(1), [2]), binary: false }],
-      }),
-    { name: 'TypeError', message: 'output "q": v2 cannot carry int4 tensors' },
-  );
 });
 
 // --- responses -------------------------------------------------------------------------
@@ -633,10 +625,10 @@ test('a JSON response carries every field and spells special values as documente
     id: 'req-1',
     parameters: { sequence_id: 7 },
     outputs: [
-      { name: 'f', tensor: new ort.Tensor('float32', Float32Array.of(NaN, Infinity, -1.5, -0), [2, 2]), binary: false },
-      { name: 'i', tensor: new ort.Tensor('int64', BigInt64Array.of(1n, 2n ** 60n), [2]), binary: false },
-      { name: 'b', tensor: new ort.Tensor('bool', Uint8Array.of(1, 0), [2]), binary: false },
-      { name: 'h', tensor: new ort.Tensor('float16', Uint16Array.of(0x3c00, 0xfc00), [2]), binary: false },
+      { name: 'f', tensor: tensorOf('float32', Float32Array.of(NaN, Infinity, -1.5, -0), [2, 2]), binary: false },
+      { name: 'i', tensor: tensorOf('int64', BigInt64Array.of(1n, 2n ** 60n), [2]), binary: false },
+      { name: 'b', tensor: tensorOf('bool', Uint8Array.of(1, 0), [2]), binary: false },
+      { name: 'h', tensor: tensorOf('float16', Uint16Array.of(0x3c00, 0xfc00), [2]), binary: false },
     ],
   });
   assert.equal(encoded.contentType, 'application/json');
@@ -660,9 +652,9 @@ test('a binary response puts the raw bytes after the header, in output order', (
   const encoded = encodeInferResponse({
     model_name: 'm',
     outputs: [
-      { name: 'scores', tensor: new ort.Tensor('float32', scores, [1, 3]), binary: true },
-      { name: 'ids', tensor: new ort.Tensor('int32', Int32Array.of(4, 5), [2]), binary: false },
-      { name: 'names', tensor: new ort.Tensor('string', ['ab', 'ç'], [2]), binary: true },
+      { name: 'scores', tensor: tensorOf('float32', scores, [1, 3]), binary: true },
+      { name: 'ids', tensor: tensorOf('int32', Int32Array.of(4, 5), [2]), binary: false },
+      { name: 'names', tensor: tensorOf('string', ['ab', 'ç'], [2]), binary: true },
     ],
   });
   assert.equal(encoded.contentType, 'application/octet-stream');
@@ -727,45 +719,45 @@ test('property: response encode → parse is identity (JSON modulo -0 and FP16 N
 
 // --- classification --------------------------------------------------------------------
 
-const classifyOne = (output: Omit<ResponseOutput, 'name'>): ort.Tensor | undefined =>
+const classifyOne = (output: Omit<ResponseOutput, 'name'>): Tensor | undefined =>
   parseResponse(encodeInferResponse({ model_name: 'm', outputs: [{ name: 'y', ...output }] })).tensors.y;
 
 test('classification returns the top k per row as "value:index", with ":label" when labels are given', () => {
-  const scores = new ort.Tensor('float32', Float32Array.of(1.1, 3.3, 0.5, 2.4, 0, -1, 7, 0.25), [2, 4]);
+  const scores = tensorOf('float32', Float32Array.of(1.1, 3.3, 0.5, 2.4, 0, -1, 7, 0.25), [2, 4]);
   assertSameTensor(
     classifyOne({ tensor: scores, binary: false, classification: 2 }),
-    new ort.Tensor('string', ['3.300000:1', '2.400000:3', '7.000000:2', '0.250000:3'], [2, 2]),
+    tensorOf('string', ['3.300000:1', '2.400000:3', '7.000000:2', '0.250000:3'], [2, 2]),
   );
   assertSameTensor(
     classifyOne({ tensor: scores, binary: true, classification: 1, labels: ['cat', 'dog', 'fish', 'bird'] }),
-    new ort.Tensor('string', ['3.300000:1:dog', '7.000000:2:fish'], [2, 1]),
+    tensorOf('string', ['3.300000:1:dog', '7.000000:2:fish'], [2, 1]),
   );
 });
 
 test('classification: integer values print exactly, ties keep index order, NaN last, k capped, rank 1 gives [k]', () => {
   assertSameTensor(
-    classifyOne({ tensor: new ort.Tensor('int32', Int32Array.of(5, 9, 9, 1), [4]), binary: false, classification: 3 }),
-    new ort.Tensor('string', ['9:1', '9:2', '5:0'], [3]),
+    classifyOne({ tensor: tensorOf('int32', Int32Array.of(5, 9, 9, 1), [4]), binary: false, classification: 3 }),
+    tensorOf('string', ['9:1', '9:2', '5:0'], [3]),
   );
   assertSameTensor(
     classifyOne({
-      tensor: new ort.Tensor('float64', Float64Array.of(NaN, -Infinity, 0.5), [1, 3]),
+      tensor: tensorOf('float64', Float64Array.of(NaN, -Infinity, 0.5), [1, 3]),
       binary: false,
       classification: 10,
       labels: ['a'],
     }),
-    new ort.Tensor('string', ['0.500000:2', '-Infinity:1', 'NaN:0:a'], [1, 3]),
+    tensorOf('string', ['0.500000:2', '-Infinity:1', 'NaN:0:a'], [1, 3]),
   );
   assertSameTensor(
     classifyOne({
-      tensor: new ort.Tensor('int64', BigInt64Array.of(2n ** 62n, 3n), [1, 2]),
+      tensor: tensorOf('int64', BigInt64Array.of(2n ** 62n, 3n), [1, 2]),
       binary: false,
       classification: 1,
     }),
-    new ort.Tensor('string', ['4611686018427387904:0'], [1, 1]),
+    tensorOf('string', ['4611686018427387904:0'], [1, 1]),
   );
   assertInputError(
-    () => classifyOne({ tensor: new ort.Tensor('bool', Uint8Array.of(1), [1]), binary: false, classification: 1 }),
+    () => classifyOne({ tensor: tensorOf('bool', Uint8Array.of(1), [1]), binary: false, classification: 1 }),
     'BOOL output',
   );
 });
@@ -781,7 +773,7 @@ test('property: classification of many classes matches a full sort', () => {
           .sort((a, b) => b.value - a.value || a.index - b.index)
           .slice(0, k)
           .map(({ value, index }) => `${value}:${index}`);
-        const tensor = new ort.Tensor('int16', Int16Array.from(values), [1, values.length]);
+        const tensor = tensorOf('int16', Int16Array.from(values), [1, values.length]);
         assert.deepEqual(dataOf(classifyOne({ tensor, binary: false, classification: k })), expected);
       },
     ),

@@ -218,6 +218,28 @@ test('kv_cache_bytes admits a sequence only while what every batch may come to h
   assert.match(end.error.message, /kv_cache_bytes/);
 });
 
+test('the only running sequence, cancelled, ends with BS_ERR_REQUEST_CANCELLED at the next step: its end is sent though no step runs after it', async () => {
+  const fixture = await open('decoder-llama');
+  const options = servedGenerationOptions(
+    { ...servedGenerationOptions(undefined, 64), eos_token_ids: [], max_new_tokens: 40 },
+    64,
+  );
+  const { batching } = await probePadding(fixture.session, fixture.layout);
+  const engine = new GenerationEngine(fixture.session, fixture.layout, fixture.tokenizer, options, batching);
+  const ended = new Promise<SequenceEnd>((resolve) => {
+    engine.listen((events) => {
+      if (events.tokens.length > 0) engine.cancel(0);
+      const end = events.ended.find((item) => item.id === 0);
+      if (end) resolve(end);
+    });
+  });
+  engine.submit(submission(0, fixture.answers.prompts[0]?.ids ?? [1], 40));
+  const end = await ended;
+  assert.ok('error' in end, JSON.stringify(end));
+  assert.equal(end.error.code, 'BS_ERR_REQUEST_CANCELLED');
+  await engine.close();
+});
+
 test('new text keeps what decoding the new ids alone would drop, and an answer cut inside a character ends as a whole decode does', async () => {
   const llama = await open('decoder-llama');
   const prompt = llama.tokenizer.encode('The cat').ids;
@@ -427,3 +449,39 @@ function isJson(text: string): boolean {
     return false;
   }
 }
+
+test('n answers read their prompt once and each draws as a sequence of its own seed would', async () => {
+  const fixture = await open('decoder-llama');
+  const prompt = fixture.answers.prompts[3]?.ids ?? [];
+  const sampled = (id: number, seed: number, choices?: number): GenerationSubmission => ({
+    ...submission(id, prompt, 10),
+    temperature: 1,
+    seed,
+    ...(choices ? { choices } : {}),
+  });
+  const rowsRead: number[] = [];
+  const { session } = fixture;
+  const run = session.run.bind(session);
+  session.run = ((feeds: ort.InferenceSession.FeedsType, fetches: ort.InferenceSession.FetchesType) => {
+    rowsRead.push((feeds.input_ids as ort.Tensor).dims[0] as number);
+    return run(feeds, fetches);
+  }) as typeof session.run;
+  let together: Awaited<ReturnType<typeof generate>>;
+  try {
+    together = await generate(fixture, [sampled(10, 5, 3)], { max_context: 128, prefix_cache_bytes: 0 });
+  } finally {
+    session.run = run;
+  }
+  // The padding probe's six passes first; then the prompt read as one row, then the three decode.
+  const ours = rowsRead.slice(6);
+  assert.deepEqual(ours.slice(0, 2), [1, 3], JSON.stringify(rowsRead));
+  assert.ok(ours.every((rows) => rows <= 3));
+  const alone = await generate(fixture, [sampled(0, 5), sampled(1, 6), sampled(2, 7)], { max_context: 128 });
+  for (let choice = 0; choice < 3; choice++) {
+    const end = together.ends.get(10 + choice);
+    assert.ok(end && !('error' in end), JSON.stringify(end));
+    assert.deepEqual({ ...end, id: choice }, alone.ends.get(choice), `choice ${choice}`);
+  }
+  const texts = new Set([0, 1, 2].map((choice) => JSON.stringify(together.ends.get(10 + choice))));
+  assert.ok(texts.size > 1, 'the draws differ');
+});

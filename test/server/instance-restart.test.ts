@@ -137,7 +137,12 @@ test('a reopening that works on a later try serves; an instance that dies again 
     ['m:1:0:try1'],
   );
   assert.equal(
-    (await model.infer({ body: Buffer.from('1') }, { rows: 1, shapeKey: 'a' })).response,
+    (
+      await model.infer(
+        { kind: 'body', body: Buffer.from('1'), contentType: undefined, movable: false },
+        { rows: 1, shapeKey: 'a' },
+      )
+    ).response,
     'ok from m:1:0:try1',
   );
 
@@ -150,7 +155,12 @@ test('a reopening that works on a later try serves; an instance that dies again 
     ['m:1:0:try3'],
   );
   assert.equal(
-    (await model.infer({ body: Buffer.from('2') }, { rows: 1, shapeKey: 'a' })).response,
+    (
+      await model.infer(
+        { kind: 'body', body: Buffer.from('2'), contentType: undefined, movable: false },
+        { rows: 1, shapeKey: 'a' },
+      )
+    ).response,
     'ok from m:1:0:try3',
   );
   assert.equal(await restarts(), 2);

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import ort from 'onnxruntime-node';
 import { ResponseCache } from '../../src/repository/response-cache.js';
 import { samplesOf } from '../metrics/prometheus-text.js';
 import { affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
@@ -42,8 +41,8 @@ test('a repeated request is answered from the cache: no forward pass, Triton’s
 
 test('the cache is bounded by bytes, least recently used first out, and never crosses versions or outlives one', async (t) => {
   const root = await tempDir(t);
-  // One entry is 4 input floats + 4 output floats + the key's header, about 80 bytes: two fit.
-  const small = 'max_batch_size: 8\nresponse_cache:\n  enable: true\n  max_bytes: 180\n';
+  // One entry is 4 input floats + 4 output floats + the key's header, about 60 bytes: two fit.
+  const small = 'max_batch_size: 8\nresponse_cache:\n  enable: true\n  max_bytes: 150\n';
   const v1 = await packAffine(join(root, 'v1'), { version: '1', config: small });
   const v2 = await packAffine(join(root, 'v2'), { version: '2', offset: 2, config: small });
   const server = await startTestServer(t, { models: [`affine=${v1}`, `affine=${v2}`] });
@@ -76,9 +75,10 @@ test('the cache is bounded by bytes, least recently used first out, and never cr
 test('TorchServe bodies are keyed by content type and bytes; equal hashes with different bytes are not a hit', () => {
   const changes = { evicted: () => undefined, sized: () => undefined };
   const cache = new ResponseCache(1_000, changes);
-  const png = cache.keyOf({ body: Buffer.from('image'), contentType: 'image/png' });
-  const jpeg = cache.keyOf({ body: Buffer.from('image'), contentType: 'image/jpeg' });
-  assert.ok(png && jpeg);
+  const body = (bytes: Buffer, contentType: string | undefined) =>
+    ({ kind: 'body', body: bytes, contentType, movable: false }) as const;
+  const png = cache.keyOf(body(Buffer.from('image'), 'image/png'));
+  const jpeg = cache.keyOf(body(Buffer.from('image'), 'image/jpeg'));
   assert.notEqual(png.hash, jpeg.hash);
   cache.put(png, [{ label: 'cat', score: 0.9 }]);
   assert.deepEqual(cache.get(png), [{ label: 'cat', score: 0.9 }]);
@@ -86,13 +86,17 @@ test('TorchServe bodies are keyed by content type and bytes; equal hashes with d
   // A forged collision: the same hash over other bytes is compared in full and refused.
   assert.equal(cache.get({ hash: png.hash, material: Buffer.from('something else') }), undefined);
 
-  const tensors = cache.keyOf({ inputs: { x: new ort.Tensor('float32', new Float32Array([1, 2]), [1, 2]) } });
-  const sameValuesOtherShape = cache.keyOf({
-    inputs: { x: new ort.Tensor('float32', new Float32Array([1, 2]), [2, 1]) },
-  });
-  assert.notEqual(tensors?.hash, sameValuesOtherShape?.hash, 'the shape is part of the key');
-  assert.equal(cache.keyOf({}), undefined);
-  const huge = cache.keyOf({ body: Buffer.alloc(2_000) });
-  cache.put(huge as NonNullable<typeof huge>, 'too big');
-  assert.equal(cache.get(huge as NonNullable<typeof huge>), undefined, 'an answer larger than the cache is not kept');
+  const tensors = (dims: number[]) =>
+    ({
+      kind: 'tensors',
+      inputs: { x: { datatype: 'FP32', dims, data: new Float32Array([1, 2]) } },
+      rows: dims[0] as number,
+      movable: false,
+    }) as const;
+  assert.notEqual(cache.keyOf(tensors([1, 2])).hash, cache.keyOf(tensors([2, 1])).hash, 'the shape is part of the key');
+  const texts = cache.keyOf({ kind: 'texts', texts: ['a b', 'c'] });
+  assert.notEqual(texts.hash, cache.keyOf({ kind: 'texts', texts: ['a', 'b c'] }).hash, 'texts are keyed apart');
+  const huge = cache.keyOf(body(Buffer.alloc(2_000), undefined));
+  cache.put(huge, 'too big');
+  assert.equal(cache.get(huge), undefined, 'an answer larger than the cache is not kept');
 });

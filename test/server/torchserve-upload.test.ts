@@ -96,7 +96,8 @@ test('a form upload the server cannot read is a 400 saying why, and the server g
       error: /without a boundary/,
     },
     { body: multipart([{ name: 'data', data: image }]).subarray(0, 200), headers: withBoundary, error: /truncated/ },
-    { body: Buffer.from('no boundary here'), headers: withBoundary, error: /holds no "--batchserve-test-boundary"/ },
+    // Not a form at all (no boundary line): the raw input, which this model cannot read.
+    { body: Buffer.from('no boundary here'), headers: withBoundary, error: /not a PNG or JPEG/ },
     {
       body: multipart([{ name: 'data', data: Buffer.from('not an image') }]),
       headers: withBoundary,
@@ -116,4 +117,46 @@ test('a form upload the server cannot read is a 400 saying why, and the server g
     assert.match(message, error);
   }
   assert.ok((await rawPrediction(server, image)) !== undefined);
+});
+
+test("TorchServe users' curl lines: -T (a PUT) and --data-binary (raw bytes labelled as a form) answer as the raw body does; an error quotes at most a short printable prefix of the input", async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, { models: [`orientation=${await packOrientation(dir)}`] });
+  const url = `${server.urls.inference}/predictions/orientation`;
+  const image = textLine(4);
+  const expected = await rawPrediction(server, image);
+
+  // curl http://127.0.0.1:8080/predictions/orientation -T line.png: a PUT with no Content-Type.
+  const put = await call(url, { method: 'PUT', body: image });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  assert.deepEqual(put.body, expected);
+
+  // curl --data-binary @line.png labels the bytes application/x-www-form-urlencoded; so does
+  // a form-typed body with no form in it (text, JSON), and a multipart one with no boundary line.
+  for (const contentType of ['application/x-www-form-urlencoded', `multipart/form-data; boundary=${BOUNDARY}`]) {
+    const labelled = await call(url, { body: image, headers: { 'content-type': contentType } });
+    assert.equal(labelled.status, 200, `${contentType}: ${JSON.stringify(labelled.body)}`);
+    assert.deepEqual(labelled.body, expected, contentType);
+  }
+
+  // A form whose field is named with binary bytes: refused, naming a printable prefix of it.
+  const binaryName = Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x1a, 0x00, 0x00, 0x7f]),
+    Buffer.alloc(200, 0xff),
+  ]);
+  const named = await call(url, {
+    body: Buffer.concat([
+      Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="`),
+      binaryName,
+      Buffer.from(`"\r\n\r\n`),
+      image,
+      Buffer.from(`\r\n--${BOUNDARY}--\r\n`),
+    ]),
+    headers: { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` },
+  });
+  assert.equal(named.status, 400);
+  const message = (named.body as { error: string }).error;
+  assert.match(message, /^form field "\\u\{fffd\}PNG\\x1a\\x00\\x00\\x7f/, 'escaped');
+  assert.match(message, /^[\x20-\x7e…]*$/, 'printable ASCII only (and the ellipsis)');
+  assert.ok(message.length < 120, `${message.length} characters: ${message}`);
 });

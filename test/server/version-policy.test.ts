@@ -40,6 +40,7 @@ test('--models all under latest: 2 loads the two highest versions and logs the s
         port: 0,
         management_port: 0,
         metrics_port: 0,
+        grpc_port: 0,
         auth: { token: 'test-token' },
         models: ['all'],
         model_store: store,
