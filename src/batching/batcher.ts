@@ -50,6 +50,22 @@ export interface SubmitOptions {
   readonly signal?: AbortSignal;
   /** The place this request held while its body arrived; handed back as it is queued. */
   readonly reservation?: QueueReservation;
+  /** Set for a traced request only: the batcher notes its queue and batch on it. */
+  readonly trace?: TracedSubmission;
+}
+
+/**
+ * What the batcher notes of a traced request, from which the inference call makes its queue,
+ * batch and forward-pass spans. Times are trace-channels.ts's clock (epoch ms).
+ */
+export interface TracedSubmission {
+  /** The request's span, opaque here: what the other requests of its batch link to. */
+  readonly span: object;
+  queuedAt: number;
+  /** When its batch left for an instance. */
+  dispatchedAt: number;
+  /** The traced requests that rode in its batch, itself among them. */
+  batch: readonly TracedSubmission[];
 }
 
 /** A place in the queue held for a request admitted on its headers, before its body is read. */
@@ -110,6 +126,7 @@ interface Pending {
   readonly admittedAt: number;
   /** Rows ahead of it then (adaptive): what the admission limit learns latency against. */
   readonly ahead: number;
+  readonly trace: TracedSubmission | undefined;
   state: 'queued' | 'running' | 'done';
   timer: unknown;
   detach: (() => void) | undefined;
@@ -284,6 +301,7 @@ export class Batcher {
         level,
         admittedAt: policy.adaptive ? (options.reservation?.heldSince ?? now) : NaN,
         ahead,
+        trace: options.trace,
         state: 'queued',
         timer: undefined,
         detach: undefined,
@@ -304,6 +322,7 @@ export class Batcher {
       }
       group.levels[level - 1]?.push(pending);
       if (requestQueued.hasSubscribers) requestQueued.publish({ rows: options.rows, at: traceNow() });
+      if (options.trace) options.trace.queuedAt = traceNow();
       group.rows += options.rows;
       this.#queuedRows += options.rows;
       (this.#queuedRowsAtLevel[level - 1] as number) += options.rows;
@@ -621,10 +640,12 @@ export class Batcher {
   #dispatch(runner: BatchRunner, batch: Pending[]): void {
     const dispatchedAt = this.#clock.now();
     let rows = 0;
+    let traced: TracedSubmission[] | undefined;
     for (const pending of batch) {
       this.#settle(pending);
       pending.state = 'running';
       rows += pending.rows;
+      if (pending.trace) (traced ??= []).push(pending.trace);
     }
     const learning = (batch[0] as Pending).group.learning;
     if (this.#policy.adaptive) this.#lastLearning = learning;
@@ -635,6 +656,12 @@ export class Batcher {
       this.#expectedFreeAt.set(runner, from + learning.pace.value * batchMsOn(fit, rows));
     }
     const sentAt = traceNow();
+    if (traced) {
+      for (const trace of traced) {
+        trace.dispatchedAt = sentAt;
+        trace.batch = traced;
+      }
+    }
     this.#running += 1;
     const toFree = !this.#inFlight.has(runner);
     if (batchDispatched.hasSubscribers) {

@@ -133,6 +133,18 @@ export function registerServe(program: Command): void {
     )
     .addOption(
       flag(
+        '--otlp-endpoint <url>',
+        'export OpenTelemetry traces of inference requests over OTLP/HTTP to this collector base URL (/v1/traces is added), as OTEL_EXPORTER_OTLP_ENDPOINT',
+      ),
+    )
+    .addOption(
+      flag(
+        '--trace-sample-ratio <ratio>',
+        "the share of requests traced, 0 to 1, among those whose traceparent does not say the caller sampled them (those always are); default 1, or OTEL_TRACES_SAMPLER's",
+      ),
+    )
+    .addOption(
+      flag(
         '--tls-client-auth <apis...>',
         'with --tls-client-ca, the APIs that require a client certificate: inference, management, metrics, grpc (default management)',
         commaList,

@@ -47,6 +47,8 @@ export interface ServeCommandOptions {
   tlsKey?: string;
   tlsClientCa?: string;
   tlsClientAuth?: string[];
+  otlpEndpoint?: string;
+  traceSampleRatio?: string;
   stateFile?: string;
   predictionLog?: string;
   modelControl?: string;
@@ -186,7 +188,20 @@ async function resolveConfig(
     ...(options.tlsClientCa ? { client_ca: options.tlsClientCa } : {}),
     ...(options.tlsClientAuth ? { client_auth: options.tlsClientAuth } : {}),
   };
-  const raw: Record<string, unknown> = { ...fromFile, ...flags, auth, ...(Object.keys(tls).length > 0 ? { tls } : {}) };
+  const tracing = {
+    ...(fromFile.tracing ?? {}),
+    ...(options.otlpEndpoint ? { otlp_endpoint: options.otlpEndpoint } : {}),
+    ...(options.traceSampleRatio !== undefined
+      ? { sample_ratio: ratioOption(options.traceSampleRatio, name('traceSampleRatio')) }
+      : {}),
+  };
+  const raw: Record<string, unknown> = {
+    ...fromFile,
+    ...flags,
+    auth,
+    ...(Object.keys(tls).length > 0 ? { tls } : {}),
+    ...(Object.keys(tracing).length > 0 ? { tracing } : {}),
+  };
   // A storageUri naming one archive: that archive is what there is to serve.
   const models = raw.models;
   if (
@@ -233,4 +248,12 @@ async function batchserveCommand(): Promise<string> {
     if ((await realpath(join(dir, 'batchserve')).catch(() => undefined)) === self) return 'batchserve';
   }
   return /^[\w./:-]+$/.test(self) ? `node ${self}` : `node '${self.replaceAll("'", "'\\''")}'`;
+}
+
+/** A share from 0 to 1 (the schema checks the range, naming the key). */
+function ratioOption(value: string, flag: string): number {
+  const ratio = Number(value);
+  if (value.trim() === '' || !Number.isFinite(ratio))
+    throw new UsageError(`${flag}: expected a number from 0 to 1, got "${value}"`);
+  return ratio;
 }

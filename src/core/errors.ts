@@ -378,6 +378,25 @@ export class TlsFileError extends BatchserveError {
   declare readonly code: typeof TlsFileError.code;
 }
 
+// --- tracing -----------------------------------------------------------------
+
+/**
+ * A Triton trace setting (`POST /v2[/models/{m}]/trace/setting`) that is not one batchserve
+ * takes: an unknown name, a value out of range, or a Triton-mode file setting.
+ */
+export class TraceSettingError extends BatchserveError {
+  static override readonly code = 'BS_ERR_TRACE_SETTING';
+  static override readonly httpStatus = 400;
+  declare readonly code: typeof TraceSettingError.code;
+}
+
+/** Trace settings were posted to a server that exports no traces (no `--otlp-endpoint`). */
+export class TracingOffError extends BatchserveError {
+  static override readonly code = 'BS_ERR_TRACING_OFF';
+  static override readonly httpStatus = 409;
+  declare readonly code: typeof TracingOffError.code;
+}
+
 // --- management clients ----------------------------------------------------
 
 /** A CLI command's call to the management API failed: unreachable, or answered with an error. */

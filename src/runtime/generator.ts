@@ -5,6 +5,7 @@ import { cacheBytesPerToken, type DecoderLayout } from './decoder-layout.js';
 import type { FinishReason, GenerationEvents, GenerationSubmission } from './generation-engine.js';
 import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
 import { fromWireError } from './worker-protocol.js';
+import { traceNow } from '../core/trace-channels.js';
 
 export interface GenerationRequest {
   readonly promptIds: readonly number[];
@@ -16,6 +17,14 @@ export interface GenerationRequest {
   readonly signal?: AbortSignal;
   /** Told each piece of new text once it is final: no stop string can begin in it any more. */
   readonly onText?: (text: string) => void;
+  /** Set for a traced request only: the generator notes on it when its prefill began and ended. */
+  readonly trace?: GenerationTrace;
+}
+
+/** When a traced sequence went to its engine and when its first token came back (trace-channels.ts's clock, epoch ms). */
+export interface GenerationTrace {
+  submittedAt: number;
+  firstTokenAt: number;
 }
 
 export interface GenerationResult {
@@ -111,6 +120,7 @@ export class Generator {
         resolve: settle(resolve),
         reject: settle(reject),
       });
+      if (request.trace) request.trace.submittedAt = traceNow();
       try {
         channel.submitGeneration({
           id,
@@ -171,8 +181,10 @@ export class Generator {
     for (const [id, text] of events.tokens) {
       const pending = this.#pending.get(id);
       if (!pending) continue;
-      if (pending.lastTokenAt === undefined) this.observer?.firstToken((now - pending.startedAt) / 1000);
-      else this.observer?.nextToken((now - pending.lastTokenAt) / 1000);
+      if (pending.lastTokenAt === undefined) {
+        this.observer?.firstToken((now - pending.startedAt) / 1000);
+        if (pending.request.trace) pending.request.trace.firstTokenAt = traceNow();
+      } else this.observer?.nextToken((now - pending.lastTokenAt) / 1000);
       pending.lastTokenAt = now;
       if (text !== '') pending.request.onText?.(text);
     }

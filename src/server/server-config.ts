@@ -242,6 +242,28 @@ export const serverConfigSchema = {
         },
       },
     },
+    tracing: {
+      kind: 'object',
+      optional: true,
+      description:
+        "OpenTelemetry traces of inference requests, exported over OTLP/HTTP (JSON): a span per request with its queue, batch, forward pass and, for generation, time to first token, prefill and decode. Without an endpoint here or in `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) nothing is traced; the standard `OTEL_*` variables (headers, timeout, service name, resource attributes, batch processor) apply. Triton's `/v2[/models/{m}]/trace/setting` reads and sets the sampling while serving.",
+      fields: {
+        otlp_endpoint: {
+          kind: 'string',
+          pattern: /^https?:\/\/\S+$/,
+          patternHint: 'an http:// or https:// URL',
+          description:
+            "The collector's base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` means it: `/v1/traces` is added (e.g. `http://localhost:4318`).",
+        },
+        sample_ratio: {
+          kind: 'number',
+          min: 0,
+          max: 1,
+          description:
+            'The share of requests traced among those whose `traceparent` does not say the caller sampled them (those are always traced). Default: `OTEL_TRACES_SAMPLER_ARG` with `OTEL_TRACES_SAMPLER=traceidratio` (or parentbased_traceidratio), 0 with always_off, else 1.',
+        },
+      },
+    },
     model_control: {
       kind: 'enum',
       values: ['explicit', 'none', 'poll'],
@@ -319,6 +341,7 @@ export interface ServerConfig {
     readonly key_file: string;
   };
   readonly tls?: TlsConfig;
+  readonly tracing?: TracingConfig;
   readonly model_control: 'explicit' | 'none' | 'poll';
   readonly allowed_urls: readonly string[];
   readonly model_policies?: Readonly<Record<string, ModelPolicy>>;
@@ -335,6 +358,11 @@ export interface TlsConfig {
   readonly client_ca?: string;
   /** Where client certificates are required: `client_auth`, or management when only client_ca is given; none without client_ca. */
   readonly client_auth: readonly ApiName[];
+}
+
+export interface TracingConfig {
+  readonly otlp_endpoint?: string;
+  readonly sample_ratio?: number;
 }
 
 export function validateServerConfig(raw: unknown, source: string): ServerConfig {

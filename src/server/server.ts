@@ -23,6 +23,7 @@ import { clientWentAway } from './client-gone.js';
 import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
 import { openAiRoutes } from './openai-api.js';
 import { inferenceCall, outcomeRecorder } from './inference-call.js';
+import { RequestTracing, settingsWithoutTracing, tracingPlan } from './tracing.js';
 import { PredictionLogs } from './prediction-logging.js';
 import { GrpcInferenceApi } from './grpc-api.js';
 import { startGrpcServer, type GrpcEndpoint } from './grpc-server.js';
@@ -87,6 +88,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   const workRoot = resolve(config.work_dir ?? tmpdir());
   refuseWritesIntoStore(config, workRoot);
   const tls = config.tls ? await ServerTls.open(config.tls) : undefined;
+  const tracePlan = tracingPlan(config.tracing);
+  const tracing = tracePlan ? new RequestTracing(tracePlan) : undefined;
   // Before anything is loaded or created: a taken port fails at once.
   await checkPortsFree(config);
   const metrics = new ServerMetrics({
@@ -123,6 +126,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     await logs?.close();
     await Promise.all(servers.map((server) => closeServer(server)));
     await repository.unloadAll();
+    // After the last answers: their spans go out with the rest.
+    await tracing?.shutdown();
     metrics.close();
     await removeWorkFolder(workFolder.path);
   };
@@ -187,6 +192,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       keys,
       isAccepting: () => accepting,
       requestFinished: outcomeRecorder(metrics, control, predictionLogs),
+      ...(tracing ? { tracing } : {}),
     });
     const inferenceOptions: InferenceApiOptions = {
       repository,
@@ -197,6 +203,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       modelControl,
       infer,
       logs: predictionLogs,
+      traceSettings: tracing?.settings ?? settingsWithoutTracing(),
     };
     const inference = [...inferenceRoutes(inferenceOptions), ...openAiRoutes(inferenceOptions)];
     const management = managementRoutes({
@@ -241,6 +248,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       modelControl,
       maxStreams: config.grpc_max_streams,
       maxMetadataBytes: config.grpc_max_metadata_size,
+      traceSettings: inferenceOptions.traceSettings,
     });
     const urls: ApiAddresses = {
       inference: await listen(withApiDescription(inference, 'batchserve inference API'), ports.inference),
