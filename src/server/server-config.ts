@@ -246,7 +246,7 @@ export const serverConfigSchema = {
       kind: 'object',
       optional: true,
       description:
-        "OpenTelemetry traces of inference requests, exported over OTLP/HTTP (JSON): a span per request with its queue, batch, forward pass and, for generation, time to first token, prefill and decode. Without an endpoint here or in `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) nothing is traced; the standard `OTEL_*` variables (headers, timeout, service name, resource attributes, batch processor) apply. Triton's `/v2[/models/{m}]/trace/setting` reads and sets the sampling while serving.",
+        "OpenTelemetry traces of inference requests, exported over OTLP/HTTP (JSON): a span per request with its queue, batch, forward pass and, for generation, time to first token, prefill and decode. Without an endpoint here or in `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) nothing is traced; the standard `OTEL_*` variables (`OTEL_EXPORTER_OTLP_HEADERS`, timeout and compression, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SDK_DISABLED`) apply. Triton's `/v2[/models/{m}]/trace/setting` reads and sets the sampling while serving.",
       fields: {
         otlp_endpoint: {
           kind: 'string',

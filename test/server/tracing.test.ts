@@ -7,6 +7,8 @@ import { gunzipSync } from 'node:zlib';
 import { affine, affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
 import { InferenceClient } from '../fixtures/grpc-client.js';
 import { tempDir } from '../fixtures/temp.js';
+import { packTextDecoder } from '../fixtures/text-archives.js';
+import { tracingPlan } from '../../src/server/tracing.js';
 
 /** A span as OTLP/JSON carries it, attributes flattened. */
 interface ExportedSpan {
@@ -94,6 +96,7 @@ async function otlpReceiver(t: { after(fn: () => unknown): void }): Promise<{ ur
 const TRACE_A = '4bf92f3577b34da6a3ce929d0e0e4736';
 const TRACE_B = '0af7651916cd43dd8448eb211c80319c';
 const TRACE_C = 'a1b2c3d4e5f60718293a4b5c6d7e8f90';
+const TRACE_G = '5e1c2b3a4d5e6f708192a3b4c5d6e7f8';
 const PARENT = '00f067aa0ba902b7';
 
 test('traces: a span per request under its traceparent (HTTP and gRPC), queue, batch (linked to the batch mates) and forward; the Triton trace settings route reads and sets the sampling', async (t) => {
@@ -104,7 +107,7 @@ test('traces: a span per request under its traceparent (HTTP and gRPC), queue, b
     config: 'max_batch_size: 8\ndynamic_batching:\n  max_queue_delay: 600s\n  preferred_batch_sizes: [3]\n',
   });
   const server = await startTestServer(t, {
-    models: [`affine=${archive}`],
+    models: [`affine=${archive}`, `writer=${await packTextDecoder(dir)}`],
     tracing: { otlp_endpoint: `${receiver.url}/`, sample_ratio: 0 },
   });
   const url = `${server.urls.inference}/v2/models/affine/infer`;
@@ -180,11 +183,17 @@ test('traces: a span per request under its traceparent (HTTP and gRPC), queue, b
   );
   assert.deepEqual(countSet.response?.settings?.trace_count?.value, ['5']);
 
+  const generated = await call(`${server.urls.inference}/v1/completions`, {
+    body: JSON.stringify({ model: 'writer', prompt: 'the cat', max_tokens: 4 }),
+    headers: { traceparent: traceparent(TRACE_G, '01') },
+  });
+  assert.equal(generated.status, 200, JSON.stringify(generated.body));
+
   // The close exports what is left before it resolves.
   await server.close();
   const { spans } = receiver;
   const requestSpan = (traceId: string): ExportedSpan => {
-    const found = spans.filter((span) => span.traceId === traceId && span.name === 'infer affine');
+    const found = spans.filter((span) => span.traceId === traceId && span.name.startsWith('infer '));
     assert.equal(found.length, 1, `one request span in trace ${traceId}`);
     return found[0] as ExportedSpan;
   };
@@ -228,7 +237,44 @@ test('traces: a span per request under its traceparent (HTTP and gRPC), queue, b
   assert.deepEqual(batchOf(a).links, [{ traceId: TRACE_B, spanId: b.spanId }]);
   assert.deepEqual(batchOf(b).links, [{ traceId: TRACE_A, spanId: a.spanId }]);
 
+  // A generation: its first token's wait, the prefill that made it, and the decoding after.
+  const generation = requestSpan(TRACE_G);
+  assert.equal(generation.name, 'infer writer');
+  const steps = childrenOf(generation);
+  assert.deepEqual(Object.keys(steps).sort(), ['decode', 'prefill', 'time to first token']);
+  const [prefill, decode, firstToken] = ['prefill', 'decode', 'time to first token'].map(
+    (name) => steps[name] as ExportedSpan,
+  ) as [ExportedSpan, ExportedSpan, ExportedSpan];
+  assert.ok(generation.start === firstToken.start && prefill.start >= firstToken.start);
+  assert.ok(prefill.end === firstToken.end && decode.start === prefill.end && decode.end <= generation.end);
+
   const root = spans.find((span) => span.name === 'infer affine' && span.parentSpanId === undefined) as ExportedSpan;
   assert.ok(![TRACE_A, TRACE_B, TRACE_C].includes(root.traceId), 'a new trace');
   assert.deepEqual(batchOf(root).links, [], 'alone in its batch');
+});
+
+test('tracing is on with an endpoint (flag, server.yaml or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT), off otherwise or when OTEL_* turns it off; the ratio from OTEL_TRACES_SAMPLER unless given', () => {
+  assert.equal(tracingPlan(undefined, {}), undefined);
+  assert.equal(tracingPlan({ sample_ratio: 0.5 }, {}), undefined, 'a ratio alone exports nothing');
+  assert.deepEqual(tracingPlan({ otlp_endpoint: 'http://collector:4318/' }, {}), {
+    url: 'http://collector:4318/v1/traces',
+    ratio: 1,
+  });
+  assert.deepEqual(tracingPlan(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }), {
+    url: undefined,
+    ratio: 1,
+  });
+  assert.deepEqual(tracingPlan(undefined, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces' }), {
+    url: undefined,
+    ratio: 1,
+  });
+  const endpoint = { otlp_endpoint: 'http://collector:4318' };
+  assert.equal(tracingPlan(endpoint, { OTEL_SDK_DISABLED: 'true' }), undefined);
+  assert.equal(tracingPlan(endpoint, { OTEL_TRACES_EXPORTER: 'none' }), undefined);
+  const ratio = (env: NodeJS.ProcessEnv, given?: number): number | undefined =>
+    tracingPlan({ ...endpoint, ...(given === undefined ? {} : { sample_ratio: given }) }, env)?.ratio;
+  assert.equal(ratio({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }), 0.25);
+  assert.equal(ratio({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '7' }), 1);
+  assert.equal(ratio({ OTEL_TRACES_SAMPLER: 'always_off' }), 0);
+  assert.equal(ratio({ OTEL_TRACES_SAMPLER: 'always_off' }, 0.5), 0.5, 'the option wins');
 });
