@@ -518,7 +518,26 @@ export const drainResets = {
   },
 };
 
+export const tracingOff = {
+  render(result) {
+    const { settings } = result;
+    const runs = result.runs.map((run) => `${run.build} ${fixed(run.throughput, 1)}/s`);
+    return [
+      ...environmentLines(result),
+      `the demo model served with v2 binary tensors at concurrency ${settings.concurrency}, ${settings.windows} windows of ` +
+        `${settings.windowMs} ms, ${settings.rounds} rounds of reference, current, current, reference; reference: ` +
+        `${result.reference}, the build before tracing; current: this build, no --otlp-endpoint`,
+      '',
+      ...wrapped(runs),
+      '',
+      `current ÷ reference throughput (medians): ${fixed(result.ratio, 3)} (control, reference ÷ reference: ` +
+        `${fixed(result.control, 3)}); aim ${result.verdict.aim}: ${metOrMissed(result.verdict.met)}`,
+    ].join('\n');
+  },
+};
+
 export const renderers = {
+  'tracing-off': (result) => tracingOff.render(result),
   predict: (result) => predict.render(result),
   embeddings: (result) => embeddings.render(result),
   generation: (result) => generation.render(result),

@@ -1,0 +1,110 @@
+// What does tracing cost when it is off? The served demo model (bench:served's setup: binary v2
+// tensors, server on CPU 0, client on CPU 1 when taskset is there) driven at concurrency 8 by
+// this build's server with no --otlp-endpoint, and by the build just before tracing was added
+// (its parent commit, extracted with git archive and compiled in a temp folder), alternating
+// reference, current, current, reference… so drift falls on both. The figure is the median
+// throughput of the current build over the reference's; the control is the reference's
+// runs at the start of each round over those at its end, the same configuration measured twice.
+//   tracing off: current ÷ reference throughput ≥ 0.98
+// Writes benchmarks/results/tracing-off.json (see results.js for --quick, --check, --json).
+// Usage: npm run bench:tracing [-- --quick] [-- --check]
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { demoPackArgs } from './demo-archive.js';
+import { tracingOff } from './render.js';
+import { benchFlags, exitOnMissed, resultRecord, ROOT, writeResult } from './results.js';
+import { CAN_PIN, pinSelfOffServerCpu, serveChild } from './serve-child.js';
+
+const AIM = 0.98;
+const flags = benchFlags('tracing-off');
+const settings = {
+  pinned: CAN_PIN,
+  concurrency: 8,
+  rounds: flags.quick ? 1 : 3,
+  warmupMs: flags.quick ? 500 : 1000,
+  windowMs: flags.quick ? 500 : 1000,
+  windows: flags.quick ? 2 : 5,
+};
+
+const git = (...args) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
+/** The commit before tracing: the parent of the one that added src/server/tracing.ts. */
+const added = git('log', '--format=%H', '--diff-filter=A', '--', 'src/server/tracing.ts').split('\n').at(-1);
+const reference = git('rev-parse', '--short', `${added}^`);
+
+async function buildReference(dir) {
+  const folder = join(dir, 'reference');
+  execFileSync('mkdir', ['-p', folder]);
+  execFileSync('sh', ['-c', `git archive ${reference} | tar -x -C ${folder}`], { cwd: ROOT });
+  await symlink(join(ROOT, 'node_modules'), join(folder, 'node_modules'));
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], {
+    cwd: folder,
+    stdio: 'inherit',
+  });
+  return join(folder, 'bin/batchserve.js');
+}
+
+/** One closed-loop run with the bench's own client against a fresh server of `serveBin`. */
+async function drive(serveBin, archive, dir) {
+  const { runLoad } = await import('../dist/src/bench/load-generator.js');
+  const { fetchModelMetadata, randomPayload } = await import('../dist/src/bench/payload.js');
+  const server = await serveChild({ name: 'orientation', archive, dir, pinned: settings.pinned, serveBin });
+  try {
+    const metadata = await fetchModelMetadata(server.urls.inference, 'orientation');
+    const payload = randomPayload(metadata, { protocol: 'v2-binary', clientBatch: 1, seed: 1 });
+    const result = await runLoad(server.urls.inference, payload, {
+      level: { kind: 'concurrency', concurrency: settings.concurrency },
+      warmupMs: settings.warmupMs,
+      windowMs: settings.windowMs,
+      minWindows: settings.windows,
+      maxWindows: settings.windows,
+      stabilityPct: 0,
+      requestTimeoutMs: 60_000,
+    });
+    return { throughput: result.throughput, p50Ms: result.latency.p50, errors: result.errorCount };
+  } finally {
+    await server.stop();
+  }
+}
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+
+if (settings.pinned) pinSelfOffServerCpu();
+const dir = await mkdtemp(join(tmpdir(), 'batchserve-tracing-off-'));
+try {
+  const builds = { reference: await buildReference(dir), current: join(ROOT, 'bin/batchserve.js') };
+  execFileSync(process.execPath, [builds.current, ...demoPackArgs({ exportPath: dir })], { stdio: 'ignore' });
+  const archive = join(dir, 'orientation.mar');
+  const runs = [];
+  for (let round = 1; round <= settings.rounds; round++) {
+    for (const build of ['reference', 'current', 'current', 'reference']) {
+      runs.push({ round, build, ...(await drive(builds[build], archive, dir)) });
+      console.error(`round ${round}: ${build} ${runs.at(-1).throughput.toFixed(1)}/s`);
+    }
+  }
+  const of = (build) => runs.filter((run) => run.build === build).map((run) => run.throughput);
+  const referenceRuns = of('reference');
+  const ratio = median(of('current')) / median(referenceRuns);
+  // Each round's first reference run over its last: the same build measured twice.
+  const control =
+    median(referenceRuns.filter((_, index) => index % 2 === 0)) /
+    median(referenceRuns.filter((_, index) => index % 2 === 1));
+  const record = resultRecord('tracing-off', flags, {
+    settings,
+    reference,
+    runs,
+    ratio,
+    control,
+    verdict: { aim: `≥ ${AIM}`, met: ratio >= AIM },
+  });
+  console.log(tracingOff.render(record));
+  await writeResult(flags.json, record);
+  exitOnMissed(flags, [{ label: `tracing off ${record.verdict.aim}`, met: record.verdict.met }]);
+} finally {
+  await rm(dir, { recursive: true, force: true });
+}
