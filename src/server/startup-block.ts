@@ -6,6 +6,7 @@ import { latencyBudgetUs, type LoadedModel } from '../repository/loaded-model.js
 import { BATCHSERVE_VERSION } from '../version.js';
 import { firstCommands } from './first-commands.js';
 import type { ServerConfig, TlsConfig } from './server-config.js';
+import { tracingPlan, type TracingPlan } from './tracing.js';
 import type { ApiAddresses, BatchServer } from './server.js';
 
 /** The line after which the block lists models; the URLs are all known by then. */
@@ -25,6 +26,7 @@ export interface StartupOptions {
 export function renderStartupBlock(server: BatchServer, config: ServerConfig, options: StartupOptions = {}): string {
   const tryLines = firstCommands(server, options.batchserve ?? 'batchserve');
   const { urls } = server;
+  const traces = tracingPlan(config.tracing);
   const auth =
     server.token === undefined
       ? 'NO AUTH'
@@ -40,6 +42,7 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig, op
     `  metrics     ${urls.metrics}/metrics`,
     `  grpc        ${urls.grpc}   KServe v2 / Triton inference.GRPCInferenceService, health, reflection`,
     ...(config.tls ? [`  tls         ${describeTls(config.tls)}`] : []),
+    ...(traces ? [`  traces      ${describeTracing(traces)}`] : []),
     `  work dir    ${server.workDir}`,
     ...(config.prediction_log === undefined ? [] : [`  predictions ${resolve(config.prediction_log)}/<model>/`]),
     '  models',
@@ -79,6 +82,7 @@ export function renderStartupLine(
             : 'config',
     ...(server.keyFile ? { keyFile: server.keyFile } : {}),
     ...(config.tls ? { tls: tlsRecord(config.tls) } : {}),
+    ...(tracingRecord(config) ?? {}),
     workDir: server.workDir,
     ...(config.prediction_log === undefined ? {} : { predictionLog: resolve(config.prediction_log) }),
     models: server.repository.list().map((model) => ({
@@ -102,6 +106,17 @@ export function renderStartupLine(
 }
 
 /** The certificate, and where client certificates are required. */
+function describeTracing(plan: TracingPlan): string {
+  const where = plan.url ?? 'OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT';
+  return `OpenTelemetry over OTLP/HTTP to ${where}; sampled parents followed, other requests at ${plan.ratio}`;
+}
+
+/** The JSON line's `tracing`, when on. */
+function tracingRecord(config: ServerConfig): { tracing: Record<string, unknown> } | undefined {
+  const plan = tracingPlan(config.tracing);
+  return plan ? { tracing: { ...(plan.url ? { url: plan.url } : {}), sampleRatio: plan.ratio } } : undefined;
+}
+
 function describeTls(tls: TlsConfig): string {
   const clients =
     tls.client_ca === undefined
