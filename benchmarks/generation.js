@@ -191,8 +191,17 @@ try {
   const random = mulberry32(settings.vsLoop.promptSeed);
   const [short] = prompts(decoder, random, 1, settings.longPrompt.promptTokens);
   const [long] = prompts(decoder, random, 1, settings.longPrompt.longPromptTokens);
+  // Every long request sends the same prompt: with the prefix cache it would be read once, and
+  // the part would measure nothing of how a prompt is read beside decoding rows.
+  const unCached = await packDecoderArchive({
+    out: join(dir, 'decoder-no-prefix-cache'),
+    modelName: MODEL,
+    decoder,
+    generation: { ...GENERATION, prefix_cache_bytes: 0 },
+  });
   const longPrompt = await measureLongPrompt(settings.longPrompt, {
     ...context,
+    archive: unCached,
     prompts: { short, long },
     log: (phase) => console.log(render.longPromptPhase(phase, settings.longPrompt)),
   });

@@ -17,6 +17,7 @@ import { adjustLogits, logprobOf, pickToken, type TokenLogprob } from './samplin
 import type { GrammarState, Grammars, ResponseFormat } from './grammar.js';
 import { PrefixCache, type PrefixHit } from './prefix-cache.js';
 import type { StepPacer } from './step-pacer.js';
+import { promptChunk } from './prompt-chunk.js';
 import { StepCostModel } from './step-cost.js';
 import { toWireError, type WireError } from './worker-protocol.js';
 
@@ -714,26 +715,19 @@ export class GenerationEngine {
     return groups;
   }
 
-  /**
-   * How many prompt tokens a row of `batch` reads this step: max_tokens_per_step, or while
-   * other batches' rows wait for their next token, what a step of CHUNK_STEPS of their decoding
-   * steps' time holds by the learnt cost (at least MIN_CHUNK): a long prompt then holds them
-   * back that long, a chunk at a time, on a slow device as on a fast one.
-   */
+  /** How many prompt tokens a row of `batch` reads this step (promptChunk), max_tokens_per_step before a cost is learnt. */
   #chunkTokens(batch: RunningBatch): number {
     const most = this.options.max_tokens_per_step;
     const fit = this.#cost.fit();
     if (!fit) return most;
-    let decodeMs = 0;
+    let othersStepMs = 0;
     for (const other of this.#batches) {
       const rows = live(other).length;
       if (other === batch || rows === 0) continue;
       const ms = fit.fixed.value + fit.perToken.value * rows + fit.perPosition.value * rows * other.cache.width;
-      decodeMs = Math.max(decodeMs, ms);
+      othersStepMs = Math.max(othersStepMs, ms);
     }
-    if (decodeMs === 0 || fit.perToken.value <= 0) return most;
-    const fits = Math.floor((CHUNK_STEPS * decodeMs - fit.fixed.value) / fit.perToken.value);
-    return Math.min(most, Math.max(MIN_CHUNK, fits));
+    return promptChunk(fit, othersStepMs, live(batch).length, most);
   }
 
   /**
@@ -868,11 +862,6 @@ function decodesOnly(batch: RunningBatch): boolean {
 
 /** A sequence whose request asks no penalty counts nothing. */
 const NO_COUNTS: ReadonlyMap<number, number> = new Map();
-
-/** A prompt step holds running rows back at most this many of their steps (#chunkTokens). */
-const CHUNK_STEPS = 4;
-/** Prompt tokens a chunk reads at the least, so a long prompt is not read a few tokens a step. */
-const MIN_CHUNK = 32;
 
 /** Prompt tokens a sequence has still to read. */
 function unread(sequence: Sequence): number {
