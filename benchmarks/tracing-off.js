@@ -22,10 +22,10 @@ const flags = benchFlags('tracing-off');
 const settings = {
   pinned: CAN_PIN,
   concurrency: 8,
-  rounds: flags.quick ? 1 : 3,
+  rounds: flags.quick ? 1 : 5,
   warmupMs: flags.quick ? 500 : 1000,
   windowMs: flags.quick ? 500 : 1000,
-  windows: flags.quick ? 2 : 5,
+  windows: flags.quick ? 2 : 4,
 };
 
 const git = (...args) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
