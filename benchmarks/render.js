@@ -520,8 +520,9 @@ export const drainResets = {
 
 export const tracingOff = {
   render(result) {
-    const { settings } = result;
+    const { settings, verdict } = result;
     const runs = result.runs.map((run) => `${run.build} ${fixed(run.throughput, 1)}/s`);
+    const list = (key) => result.rounds.map((round) => fixed(round[key], 3)).join(', ');
     return [
       ...environmentLines(result),
       `the demo model served with v2 binary tensors at concurrency ${settings.concurrency}, ${settings.windows} windows of ` +
@@ -530,8 +531,9 @@ export const tracingOff = {
       '',
       ...wrapped(runs),
       '',
-      `current ÷ reference throughput (medians): ${fixed(result.ratio, 3)} (control, reference ÷ reference: ` +
-        `${fixed(result.control, 3)}); aim ${result.verdict.aim}: ${metOrMissed(result.verdict.met)}`,
+      `per round, current ÷ reference: ${list('ratio')}; control, reference ÷ reference: ${list('control')}`,
+      `medians: current ÷ reference ${fixed(result.ratio, 3)}, control ${fixed(result.control, 3)}; aim ${verdict.aim}: ` +
+        `${verdict.judged ? metOrMissed(verdict.met) : 'not judged (the control moved more than the aim allows)'}`,
     ].join('\n');
   },
 };
