@@ -24,7 +24,7 @@ const { textEncoderModel } = await import('../dist/test/fixtures/onnx-models.js'
 const { TEXT_VOCAB, wordPieceTokenizer } = await import('../dist/test/fixtures/text-tokenizer.js');
 const { runOpenAiLoad } = await import('../dist/src/bench/openai-load.js');
 const { openInstance } = await import('../dist/src/runtime/open-instance.js');
-const { runBatch } = await import('../dist/src/handlers/pipeline.js');
+const { runBatch } = await import('../dist/src/handlers/lifecycle.js');
 const { readModelConfigFile } = await import('../dist/src/config/load.js');
 
 const COST = { cMs: 4, mMs: 0.25 };

@@ -19,7 +19,7 @@ import {
 import { completePipelineConfig } from '../pipeline/open-pipeline.js';
 import { loadStepFunctions } from '../pipeline/step-function.js';
 import { reconcileWithModel } from '../runtime/reconcile.js';
-import { createSession, readModelSignature } from '../runtime/session.js';
+import { createSession, readGraphSignature } from '../runtime/session.js';
 import { servedMaxContext } from '../runtime/context-probe.js';
 import { ConfigInvalidError } from '../core/errors.js';
 import { decoderLayout, type DecoderLayout } from '../runtime/decoder-layout.js';
@@ -170,7 +170,7 @@ export async function packArchive(options: PackOptions): Promise<PackResult> {
   const served = prepared?.files.find((file) => file.path === servedFile);
   const config = reconcileWithModel(
     userConfig,
-    await readModelSignature(served?.content ?? modelPath, served ? servedFile : modelPath),
+    await readGraphSignature(served?.content ?? modelPath, served ? servedFile : modelPath),
     configSource,
   );
 

@@ -12,7 +12,7 @@ import {
 } from '../config/triton-model-config.js';
 import { pathInside } from '../core/entry-name.js';
 import { InputFileError } from '../core/errors.js';
-import { readModelSignature } from '../runtime/session.js';
+import { readGraphSignature } from '../runtime/session.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { ARCHIVE_FORMAT_VERSION, PIPELINE_HANDLER, type ArchiveManifest } from './manifest.js';
 
@@ -50,7 +50,7 @@ export async function readTritonSource(
  * input and output of the model has a variable first dimension, else 0.
  */
 export async function autoCompleteMaxBatchSize(modelPath: string, source: string): Promise<number> {
-  const signature = await readModelSignature(modelPath, source);
+  const signature = await readGraphSignature(modelPath, source);
   const batches = [...signature.inputs, ...signature.outputs].every((spec) => spec.shape[0] === -1);
   return batches ? TRITON_DEFAULT_MAX_BATCH_SIZE : 0;
 }

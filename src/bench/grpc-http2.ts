@@ -7,11 +7,9 @@ import type { Outcome } from './request-slot.js';
  * gRPC spoken straight over node:http2 by the bench's load, as the HTTP transport speaks
  * undici's dispatch API: a load generator must cost less than the server it measures.
  * grpc-js runs each call through its channel, resolver, load balancer, retry and filter
- * layers; on the bench's 2-core machine (measured once, with a trivial grpc-js server) a
- * unary call of the demo model's 110 KB request took 490–520 µs of client CPU through
- * grpc-js and 220–230 µs this way, and at concurrency 16 the same server answered 2.8k calls/s
- * from grpc-js and 5.5k from this. Requests are framed once and the same bytes go out each
- * time; answers are never decoded.
+ * layers, which cost a 2-core load machine about twice the client CPU a call of this file
+ * costs, and so capped the rate it could offer. Requests are framed once and the same bytes
+ * go out each time; answers are never decoded.
  */
 
 /** What every request of a gRPC run sends. */

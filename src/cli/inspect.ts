@@ -3,7 +3,7 @@ import { openArchive } from '../archive/source.js';
 import { readArchiveContents, requireEntry, type FileCheck } from '../archive/read.js';
 import { failedChecksError, hashChecks } from '../archive/verify.js';
 import { describeDecoder } from '../runtime/open-generation.js';
-import { readModelSignature } from '../runtime/session.js';
+import { readGraphSignature } from '../runtime/session.js';
 import { createTable } from '../core/table.js';
 import { formatBytes, formatShape } from './format.js';
 import { accuracyTable, modelVariantLines } from './pack-report.js';
@@ -27,7 +27,7 @@ export async function runInspect(location: string, options: { json: boolean; ver
     const model = config.pipeline
       ? { inputs: config.inputs ?? [], outputs: config.outputs ?? [] }
       : modelBytes
-        ? await readModelSignature(modelBytes, modelSource)
+        ? await readGraphSignature(modelBytes, modelSource)
         : { inputs: [], outputs: [] };
     // How serve will batch a decoder is found by running it, as serve does at load.
     const generation =

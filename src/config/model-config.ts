@@ -258,7 +258,7 @@ export const modelConfigSchema = {
       kind: 'boolean',
       default: true,
       description:
-        'Run the whole handler pipeline (preprocess, forward pass, postprocess) on zeros at batch size 1 and each preferred size before reporting ready; a failure fails the load. Turn off for a handler that cannot take v2 tensors.',
+        'Run the whole handler lifecycle (preprocess, forward pass, postprocess) on zeros at batch size 1 and each preferred size before reporting ready; a failure fails the load. Turn off for a handler that cannot take v2 tensors.',
     },
     response_cache: {
       kind: 'object',

@@ -7,7 +7,7 @@ import { validateModelConfig, type ModelConfig } from '../config/model-config.js
 import { HandlerInvalidError, InputFileError, UsageError } from '../core/errors.js';
 import type { TensorSpec } from '../core/tensors.js';
 import { decoderLayout, isPresent, takesCache, type DecoderLayout } from '../runtime/decoder-layout.js';
-import { readModelSignature, type ModelSignature } from '../runtime/session.js';
+import { readGraphSignature, type GraphSignature } from '../runtime/session.js';
 import { accuracyGateError, DEFAULT_GATE_LIMITS, gateFailures, measureAccuracy } from './accuracy-gate.js';
 import { calibrationGateFeeds, randomGateFeeds, type GateFeeds } from './calibration-inputs.js';
 import { decoderGateFeeds } from './decoder-gate-inputs.js';
@@ -125,7 +125,7 @@ async function runGate(
   original: Uint8Array,
   converted: Uint8Array,
 ): Promise<AccuracyFigures> {
-  const signature = await readModelSignature(original, options.serializedFile);
+  const signature = await readGraphSignature(original, options.serializedFile);
   const inputs = gateInputs(signature, config);
   const batching =
     config.max_batch_size !== undefined
@@ -196,7 +196,7 @@ function gateDecoderLayout(
 }
 
 /** The original model's inputs in the shapes the config serves (it may fix a variable width). */
-function gateInputs(signature: ModelSignature, config: ModelConfig): TensorSpec[] {
+function gateInputs(signature: GraphSignature, config: ModelConfig): TensorSpec[] {
   return signature.inputs.map((input) => {
     const served = config.inputs?.find((spec) => spec.name === input.name);
     return served && served.shape.length === input.shape.length ? { ...input, shape: served.shape } : input;
@@ -207,7 +207,7 @@ function gateInputs(signature: ModelSignature, config: ModelConfig): TensorSpec[
  * Outputs whose arg-max is the answer: [batch, classes] float outputs, and the scores an
  * image-classifier handler ranks (its first output).
  */
-function classifierOutputs(signature: ModelSignature, handler: string | undefined): Set<string> {
+function classifierOutputs(signature: GraphSignature, handler: string | undefined): Set<string> {
   const names = new Set<string>();
   signature.outputs.forEach((output, index) => {
     const float = output.datatype === 'FP32' || output.datatype === 'FP16' || output.datatype === 'FP64';

@@ -12,7 +12,7 @@ import { InferenceInputError, PipelineStepError } from '../core/errors.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
 import type { Tensors } from '../core/tensors.js';
 import { fromOrtTensor, toOrtTensor } from '../handlers/ort-tensors.js';
-import type { ServingInstance } from '../runtime/model-instance.js';
+import type { ServingInstance } from '../runtime/local-instance.js';
 import { runModelStep, stepFailure, type ModelLookup, type RequestState } from './model-step.js';
 import { stepContext, type StepContext, type StepFunctions } from './step-function.js';
 

@@ -10,7 +10,7 @@ import type { InputSpec } from './dataset.js';
 import { completeFinish, JobOutput } from './job-output.js';
 import { jobPaths, outputFormatOf, shardOutputPath, shardRange, type JobPaths, type Shard } from './job-paths.js';
 import { locateInput } from './locate-input.js';
-import { runPipeline } from './pipeline.js';
+import { streamRows } from './row-stream.js';
 import { startProgress, type ProgressMode } from './progress.js';
 import type { Scorer } from './scored-record.js';
 import { chunkRowsFor, score } from './score.js';
@@ -140,7 +140,7 @@ export async function predictDataset(options: PredictOptions): Promise<PredictSu
       try {
         const maxInFlight = inFlightRows(model);
         const chunkRows = chunkRowsFor(model);
-        await runPipeline({
+        await streamRows({
           rows: dataset.rows(first, range.end, { chunkRows }),
           from: first,
           to: range.end,

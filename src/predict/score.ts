@@ -2,7 +2,7 @@ import { isTensors, splitRows, type Tensors } from '../core/tensors.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import { rowFailure, type ReadyRow } from './dataset.js';
-import type { RowOutcome } from './pipeline.js';
+import type { RowOutcome } from './row-stream.js';
 import { scoredRecord, type Scorer } from './scored-record.js';
 
 /**

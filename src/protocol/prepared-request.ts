@@ -4,7 +4,10 @@ import { batchPlacement, checkRequestTensors, type Tensors, type TensorSpec } fr
 import type { BytesEncoding } from './binary-tensor.js';
 import { decodeInferRequest, type DecodedInferRequest, type HeaderParser, type RequestedOutput } from './v2-codec.js';
 
-/** What the protocol layer needs of a model version to check a request against it. */
+/**
+ * What the protocol layer needs of a model version to check a request against it (the ONNX
+ * graph's own inputs and outputs are runtime's `GraphSignature`).
+ */
 export interface ModelSignature {
   readonly inputs: readonly TensorSpec[];
   readonly outputs: readonly TensorSpec[];

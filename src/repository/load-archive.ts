@@ -16,7 +16,7 @@ import { ConfigInvalidError, ModelLoadError } from '../core/errors.js';
 import { checkHandlerImport } from '../handlers/handler-probe.js';
 import { isBuiltinHandler } from '../handlers/load.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
-import { generatesText, ModelInstance, type ServingInstance } from '../runtime/model-instance.js';
+import { generatesText, LocalInstance, type ServingInstance } from '../runtime/local-instance.js';
 import { openInstance, type InstanceSpec } from '../runtime/open-instance.js';
 import { applyTensorrtOptions } from '../runtime/tensorrt-options.js';
 import { WorkerInstance } from '../runtime/worker-instance.js';
@@ -131,7 +131,7 @@ export async function loadModelArchive(archivePath: string, options: LoadOptions
       const opened = await openInstance(spec);
       config ??= opened.config;
       if (opened.deviceNote) deviceNotes.push(`${id}: ${opened.deviceNote}`);
-      return new ModelInstance(id, opened.device, opened.session, opened.handler, opened.context, opened.generation);
+      return new LocalInstance(id, opened.device, opened.session, opened.handler, opened.context, opened.generation);
     };
     for (let index = 0; index < devices.length; index++) instances.push(await createInstance(index));
     // A text-generation archive's instances each opened an engine; they run one model, so the

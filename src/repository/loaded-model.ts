@@ -21,7 +21,7 @@ import { batchMsOn } from '../batching/expected-completion.js';
 import { ResponseCache } from './response-cache.js';
 import { calibrateCost } from './calibrate-cost.js';
 import type { ServerMetrics } from '../metrics/server-metrics.js';
-import type { ServingInstance } from '../runtime/model-instance.js';
+import type { ServingInstance } from '../runtime/local-instance.js';
 import type { HandlerRequest } from '../core/request.js';
 import type { TritonSource } from '../archive/triton-folder.js';
 

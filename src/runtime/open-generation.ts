@@ -7,7 +7,7 @@ import { GenerationEngine } from './generation-engine.js';
 import { Grammars } from './grammar.js';
 import { servedGenerationOptions } from './generation-options.js';
 import { probePadding, type PaddingVerdict } from './padding-probe.js';
-import { createSession, type ModelSignature } from './session.js';
+import { createSession, type GraphSignature } from './session.js';
 import { DEFAULT_SIMULATED_DEVICE, SIMULATED_DEVICE } from './simulated-device.js';
 import { simulatedStepPacer } from './step-pacer.js';
 
@@ -63,7 +63,7 @@ export async function openGenerationEngine(
 /** How a text-generation archive's decoder will be batched, and what a token costs in its cache: for `inspect`. */
 export async function describeDecoder(
   model: Uint8Array,
-  signature: ModelSignature,
+  signature: GraphSignature,
   source: string,
 ): Promise<PaddingVerdict & { readonly cacheBytesPerToken: number }> {
   const layout = decoderLayout(signature.inputs, signature.outputs);

@@ -2,7 +2,7 @@ import type ort from 'onnxruntime-node';
 import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
 import { reconcileWithModel } from './reconcile.js';
 import { loadHandler } from '../handlers/load.js';
-import { createHandlerContext, runBatch } from '../handlers/pipeline.js';
+import { createHandlerContext, runBatch } from '../handlers/lifecycle.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
 import { createDeviceSession, readSignature } from './session.js';
 import { syntheticFeeds } from '../handlers/ort-tensors.js';
@@ -106,7 +106,7 @@ export async function openInstance(spec: InstanceSpec, watch?: HandlerImportWatc
 }
 
 /**
- * The whole pipeline (preprocess → forward pass → postprocess) at batch size 1 and every
+ * The whole handler lifecycle (preprocess → forward pass → postprocess) at batch size 1 and every
  * preferred size, on zeros, before the instance reports ready: the first real requests don't
  * pay for lazy initialization (much larger on GPUs), and a handler that throws fails the load
  * instead of loading as ready, which is what Kubernetes routes on.

@@ -1,5 +1,5 @@
 import { ModelSignatureMismatchError } from '../core/errors.js';
-import type { ModelSignature } from './session.js';
+import type { GraphSignature } from './session.js';
 import { deepFreeze } from '../config/schema-kit.js';
 import type { CompleteModelConfig, ModelConfig } from '../config/model-config.js';
 import type { TensorSpec } from '../core/tensors.js';
@@ -11,7 +11,7 @@ export const DEFAULT_MAX_BATCH_SIZE = 16;
  * Checks a config against the model's real signature and fills in what the config left out
  * (inputs, outputs, max_batch_size). Every disagreement is reported at once.
  */
-export function reconcileWithModel(config: ModelConfig, model: ModelSignature, source: string): CompleteModelConfig {
+export function reconcileWithModel(config: ModelConfig, model: GraphSignature, source: string): CompleteModelConfig {
   const problems: string[] = [];
   const inputs = config.inputs ?? model.inputs;
   const outputs = config.outputs ?? model.outputs;

@@ -8,7 +8,8 @@ import type { TensorSpec } from '../core/tensors.js';
 // Load failures reach callers as exceptions; onnxruntime's own log would repeat them on stderr.
 ort.env.logLevel = 'fatal';
 
-export interface ModelSignature {
+/** The ONNX graph's own inputs and outputs, as onnxruntime reads them (the served version's are `ModelSignature`). */
+export interface GraphSignature {
   readonly inputs: readonly TensorSpec[];
   readonly outputs: readonly TensorSpec[];
 }
@@ -46,7 +47,7 @@ export async function createSession(
 }
 
 /** The model's real inputs and outputs; symbolic dimensions become -1. */
-export function readSignature(session: ort.InferenceSession, source: string): ModelSignature {
+export function readSignature(session: ort.InferenceSession, source: string): GraphSignature {
   const describe = (metadata: readonly ort.InferenceSession.ValueMetadata[]): TensorSpec[] =>
     metadata.map((value) => {
       if (!value.isTensor)
@@ -97,7 +98,7 @@ export async function createDeviceSession(
   throw new ModelLoadError('no device initialized');
 }
 
-export async function readModelSignature(model: string | Uint8Array, source?: string): Promise<ModelSignature> {
+export async function readGraphSignature(model: string | Uint8Array, source?: string): Promise<GraphSignature> {
   const session = await createSession(
     model,
     { runtime: { intra_op_threads: 1, inter_op_threads: 1, graph_optimization_level: 'disabled' } },

@@ -96,7 +96,7 @@ export class WorkerInstance implements BatchRunner, GenerationChannel {
     id: string,
     spec: InstanceSpec,
   ): Promise<{ instance: WorkerInstance; config: CompleteModelConfig; deviceNote?: string }> {
-    const worker = new Worker(new URL('./instance-worker.js', import.meta.url), { workerData: { ...spec, id } });
+    const worker = new Worker(new URL('./worker-main.js', import.meta.url), { workerData: { ...spec, id } });
     let importTimer: NodeJS.Timeout | undefined;
     const timeoutMs = spec.config.handler_load_timeout / 1000;
     // Only these listeners go afterwards: removeAllListeners would also drop the worker's own

@@ -71,10 +71,10 @@ export async function startGrpcServer(
 
 /**
  * HTTP/2 flow control: grpc-js keeps Node's 64 KiB windows and has no server option to raise
- * them, so a 110 KB request stalls mid-body waiting for a window update (measured: p50 at
- * concurrency 1 from 2.2 to 1.8 ms with 16 MiB windows, benchmarks/grpc-vs-rest.js). Raised
- * through grpc-js's http2 server settings and each session; both are private to grpc-js, so a
- * version that renames them is left as it is rather than broken.
+ * them, so a 110 KB request stalls mid-body waiting for a window update, which shows in the
+ * p50 at concurrency 1 (benchmarks/grpc-vs-rest.js). Raised through grpc-js's http2 server
+ * settings and each session; both are private to grpc-js, so a version that renames them is
+ * left as it is rather than broken.
  */
 const FLOW_CONTROL_WINDOW = 16 * 1024 * 1024;
 

@@ -1,16 +1,5 @@
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
-import {
-  BatchserveError,
-  ForbiddenError,
-  LatencyBudgetError,
-  ModelNotFoundError,
-  ModelNotReadyError,
-  QueueFullError,
-  QueueTimeoutError,
-  RequestCancelledError,
-  UnauthorizedError,
-  VersionPolicyError,
-} from '../core/errors.js';
+import { BatchserveError, LatencyBudgetError, QueueFullError } from '../core/errors.js';
 import { cutText } from '../core/quote.js';
 
 /** The trailing metadata key that carries an error's stable `BS_ERR_*` code. */
@@ -25,11 +14,11 @@ export const RETRY_PUSHBACK_KEY = 'grpc-retry-pushback-ms';
 const RETRY_PUSHBACK_MS = '1000';
 
 /**
- * A failure as a gRPC status, mapped as Triton maps its own: a full queue and a queued timeout
- * are UNAVAILABLE with Triton's messages (our errors carry them already), bad tensors
- * INVALID_ARGUMENT, an unknown model or version NOT_FOUND, a version policy
- * FAILED_PRECONDITION. Other errors go by their HTTP status; anything unexpected is INTERNAL
- * with no details, which stay in the server log.
+ * A failure as a gRPC status, mapped as Triton maps its own (the status is each code's line in
+ * core/errors.ts): a full queue and a queued timeout are UNAVAILABLE with Triton's messages
+ * (our errors carry them already), bad tensors INVALID_ARGUMENT, an unknown model or version
+ * NOT_FOUND, a version policy FAILED_PRECONDITION. Anything unexpected is INTERNAL with no
+ * details, which stay in the server log.
  */
 export function grpcError(error: unknown): Partial<ServiceError> {
   if (!(error instanceof BatchserveError)) {
@@ -40,7 +29,7 @@ export function grpcError(error: unknown): Partial<ServiceError> {
   if (error instanceof QueueFullError || error instanceof LatencyBudgetError) {
     metadata.set(RETRY_PUSHBACK_KEY, RETRY_PUSHBACK_MS);
   }
-  return { code: grpcCodeOf(error), details: statusMessage(error.message), metadata };
+  return { code: status[error.grpcStatus], details: statusMessage(error.message), metadata };
 }
 
 /**
@@ -55,27 +44,4 @@ export const STATUS_MESSAGE_MAX_CHARACTERS = 1024;
 function statusMessage(message: string): string {
   if (message.length <= STATUS_MESSAGE_MAX_CHARACTERS) return message;
   return `${cutText(message, STATUS_MESSAGE_MAX_CHARACTERS)}… (${message.length} characters)`;
-}
-
-function grpcCodeOf(error: BatchserveError): status {
-  if (
-    error instanceof QueueFullError ||
-    error instanceof QueueTimeoutError ||
-    error instanceof LatencyBudgetError ||
-    error instanceof ModelNotReadyError
-  ) {
-    return status.UNAVAILABLE;
-  }
-  if (error instanceof ModelNotFoundError) return status.NOT_FOUND;
-  if (error instanceof VersionPolicyError) return status.FAILED_PRECONDITION;
-  if (error instanceof UnauthorizedError) return status.UNAUTHENTICATED;
-  if (error instanceof ForbiddenError) return status.PERMISSION_DENIED;
-  if (error instanceof RequestCancelledError) return status.CANCELLED;
-  const http = error.httpStatus;
-  if (http === 404) return status.NOT_FOUND;
-  if (http === 409) return status.FAILED_PRECONDITION;
-  if (http === 413) return status.RESOURCE_EXHAUSTED;
-  if (http === 503) return status.UNAVAILABLE;
-  if (http >= 400 && http < 500) return status.INVALID_ARGUMENT;
-  return status.INTERNAL;
 }

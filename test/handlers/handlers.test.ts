@@ -8,7 +8,7 @@ import { readModelConfigFile } from '../../src/config/load.js';
 import { validateModelConfig, type ModelConfig } from '../../src/config/model-config.js';
 import { reconcileWithModel } from '../../src/runtime/reconcile.js';
 import { imageClassifierHandler, type Classification } from '../../src/handlers/image-classifier-handler.js';
-import { createHandlerContext, runBatch } from '../../src/handlers/pipeline.js';
+import { createHandlerContext, runBatch } from '../../src/handlers/lifecycle.js';
 import { tensorHandler } from '../../src/handlers/tensor-handler.js';
 import type { HandlerContext } from '../../src/handlers/types.js';
 import { createSession, readSignature } from '../../src/runtime/session.js';

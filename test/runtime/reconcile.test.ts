@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import { validateModelConfig } from '../../src/config/model-config.js';
 import { reconcileWithModel, DEFAULT_MAX_BATCH_SIZE } from '../../src/runtime/reconcile.js';
 import { ModelSignatureMismatchError } from '../../src/core/errors.js';
-import { readModelSignature } from '../../src/runtime/session.js';
+import { readGraphSignature } from '../../src/runtime/session.js';
 import { affineModel, sumModel } from '../fixtures/onnx-models.js';
 
-const affine = await readModelSignature(affineModel([4]), 'affine.onnx');
-const fixedBatch = await readModelSignature(affineModel([4], 1), 'fixed.onnx');
+const affine = await readGraphSignature(affineModel([4]), 'affine.onnx');
+const fixedBatch = await readGraphSignature(affineModel([4], 1), 'fixed.onnx');
 
 function mismatch(raw: unknown, model = affine): readonly string[] {
   try {
@@ -64,11 +64,11 @@ test('a shape, datatype or rank disagreeing with the model is refused, all at on
 });
 
 test('every model input must be listed; a variable dim may be narrowed to a fixed size', async () => {
-  const sum = await readModelSignature(sumModel(3), 'sum.onnx');
+  const sum = await readGraphSignature(sumModel(3), 'sum.onnx');
   assert.deepEqual(mismatch({ inputs: [{ name: 'a', datatype: 'FP32', shape: [-1, 3] }] }, sum), [
     'inputs: the model\'s input "b" is missing',
   ]);
-  const narrowed = await readModelSignature(affineModel(['width']), 'affine-var.onnx');
+  const narrowed = await readGraphSignature(affineModel(['width']), 'affine-var.onnx');
   const config = reconcileWithModel(
     validateModelConfig({ inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 7] }] }, 'c.yaml'),
     narrowed,

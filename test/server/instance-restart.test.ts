@@ -5,7 +5,7 @@ import { validateModelConfig, type CompleteModelConfig } from '../../src/config/
 import { ModelLoadError } from '../../src/core/errors.js';
 import { ServerMetrics } from '../../src/metrics/server-metrics.js';
 import { LoadedModel } from '../../src/repository/loaded-model.js';
-import type { ServingInstance } from '../../src/runtime/model-instance.js';
+import type { ServingInstance } from '../../src/runtime/local-instance.js';
 import { parseExposition, samplesOf } from '../metrics/prometheus-text.js';
 import { affine, affineRequest, call, packAffine, scrapeMetrics, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';

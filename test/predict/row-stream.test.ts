@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import fc from 'fast-check';
 import type { DatasetRow, ReadyRow } from '../../src/predict/dataset.js';
-import { ReorderWindow, runPipeline, type RowOutcome } from '../../src/predict/pipeline.js';
+import { ReorderWindow, streamRows, type RowOutcome } from '../../src/predict/row-stream.js';
 
 const record = (id: string) => ({ id, model: 'm', version: '1', outputs: undefined, answer: 'null' });
 
@@ -75,7 +75,7 @@ test('rows answered in any order are delivered in input order, with bounded in-f
             answer?.();
           }
         })();
-        await runPipeline({
+        await streamRows({
           rows: rows(from, to, read, failEvery, failed),
           from,
           to,
@@ -113,7 +113,7 @@ test('rows answered in any order are delivered in input order, with bounded in-f
 test('a failing writer stops the reading at once and its error is thrown', async () => {
   const read: number[] = [];
   await assert.rejects(
-    runPipeline({
+    streamRows({
       rows: rows(0, 10_000, read),
       from: 0,
       to: 10_000,
@@ -135,7 +135,7 @@ test('an input that skips or loses rows is an error, not a silent gap', async ()
     yield { row: 2, id: '2', request: { kind: 'texts', texts: [] }, rows: 1, shapeKey: '' };
   }
   const run = (to: number) =>
-    runPipeline({
+    streamRows({
       rows: skipping(),
       from: 0,
       to,

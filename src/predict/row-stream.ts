@@ -6,7 +6,7 @@ export type RowOutcome =
   | { readonly row: number; readonly record: ScoredRecord }
   | { readonly row: number; readonly id: string; readonly failure: RowFailure };
 
-export interface PipelineOptions {
+export interface RowStreamOptions {
   /** Rows `[from, to)`, in order. */
   readonly rows: AsyncIterable<DatasetRow>;
   readonly from: number;
@@ -30,7 +30,7 @@ export interface PipelineOptions {
  * until the rows before them are handed on. Memory holds at most `window` rows, however long
  * the input. The first error of the reader or the deliverer stops both and is thrown.
  */
-export async function runPipeline(options: PipelineOptions): Promise<void> {
+export async function streamRows(options: RowStreamOptions): Promise<void> {
   const { from, to } = options;
   const window = new ReorderWindow<RowOutcome>(options.window, from);
   let inFlight = 0;

@@ -1,7 +1,7 @@
 import type ort from 'onnxruntime-node';
 import type { BatchRunner } from '../batching/batch-runner.js';
 import { BatchserveError, InferenceFailedError } from '../core/errors.js';
-import { runBatchTimed } from '../handlers/pipeline.js';
+import { runBatchTimed } from '../handlers/lifecycle.js';
 import type { Handler, HandlerContext } from '../handlers/types.js';
 import { answerOf, handlerRequestOf } from '../handlers/ort-tensors.js';
 import type { BatchTimings, HandlerRequest } from '../core/request.js';
@@ -24,12 +24,14 @@ export function generatesText(instance: ServingInstance): instance is ServingIns
 }
 
 /**
- * One onnxruntime session on one device, running one batch at a time through the handler. It
+ * One onnxruntime session on one device, running one batch at a time through the handler, in
+ * the thread that calls it: the server's (`runtime.thread: main`) or an instance worker's
+ * (worker-main.ts; the server's side of that one is `WorkerInstance`). It
  * does not queue batches (`queuesBatches`): on this thread the batcher hears the end of a
  * batch in the same turn and sends the next at once, so there is no hop to hide, and a batch
  * kept in the queue can still time out or be overtaken by a higher priority.
  */
-export class ModelInstance implements ServingInstance, GenerationChannel {
+export class LocalInstance implements ServingInstance, GenerationChannel {
   readonly #handler: Handler;
   readonly #context: HandlerContext;
   readonly #generation: { readonly engine: GenerationEngine; readonly decoder: DecoderFindings } | undefined;

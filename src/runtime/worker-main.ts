@@ -1,5 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { ModelInstance } from './model-instance.js';
+import { LocalInstance } from './local-instance.js';
 import { openInstance, type InstanceSpec } from './open-instance.js';
 import type { InstanceCommand } from './worker-instance.js';
 import { handlerRequestFromWire, toWireError, wireFromHandlerResponse, type WireRequest } from './worker-protocol.js';
@@ -9,7 +9,7 @@ import { handlerRequestFromWire, toWireError, wireFromHandlerResponse, type Wire
  * tensor stacking happen here, so they never stall the server's HTTP loop.
  */
 const port = parentPort;
-if (!port) throw new Error('instance-worker must run in a worker thread');
+if (!port) throw new Error('worker-main must run in a worker thread');
 const spec = workerData as InstanceSpec & { id: string };
 
 try {
@@ -18,7 +18,7 @@ try {
     started: () => port.postMessage({ type: 'importing-handler' }),
     finished: () => port.postMessage({ type: 'imported-handler' }),
   });
-  const instance = new ModelInstance(
+  const instance = new LocalInstance(
     spec.id,
     opened.device,
     opened.session,
