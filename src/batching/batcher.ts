@@ -51,7 +51,7 @@ export interface SubmitOptions {
   /** The place this request held while its body arrived; handed back as it is queued. */
   readonly reservation?: QueueReservation;
   /** Set for a traced request only: the batcher notes its queue and batch on it. */
-  readonly trace?: TracedSubmission;
+  readonly trace?: TracedSubmission | undefined;
 }
 
 /**

@@ -18,7 +18,7 @@ export interface GenerationRequest {
   /** Told each piece of new text once it is final: no stop string can begin in it any more. */
   readonly onText?: (text: string) => void;
   /** Set for a traced request only: the generator notes on it when its prefill began and ended. */
-  readonly trace?: GenerationTrace;
+  readonly trace?: GenerationTrace | undefined;
 }
 
 /** When a traced sequence went to its engine and when its first token came back (trace-channels.ts's clock, epoch ms). */

@@ -16,7 +16,7 @@ import type { KeyRing } from './auth.js';
 import { statusOf } from './http.js';
 import type { FinishedRequest, LoggedRequest, PredictionLogs } from './prediction-logging.js';
 import type { RequestTrace } from './request-trace.js';
-import type { RequestTracing } from './tracing.js';
+import type { RequestTracing } from './request-tracing.js';
 
 /**
  * The one inference call every front door makes, as Triton's HTTP and gRPC frontends both call
@@ -252,7 +252,7 @@ export function inferenceCall(options: InferenceCallOptions): Infer {
           ...options,
           signal: head.signal,
           ...(index === 0 && reservation ? { reservation } : {}),
-          ...(traced ? { trace: traced } : {}),
+          trace: traced,
         });
         if (traced) traced.answeredAt = traceNow();
         mirrored[index]?.(result.response);
@@ -273,11 +273,7 @@ export function inferenceCall(options: InferenceCallOptions): Infer {
         ? mirror(head, model, logged, (shadow) => generate(shadow, work.forShadow(shadow)))
         : undefined;
     const traced = trace?.generation();
-    const result = await generate(model, {
-      ...work.request,
-      signal: head.signal,
-      ...(traced ? { trace: traced } : {}),
-    });
+    const result = await generate(model, { ...work.request, signal: head.signal, trace: traced });
     mirrored?.(result.response);
     return result;
   };

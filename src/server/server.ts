@@ -23,7 +23,7 @@ import { clientWentAway } from './client-gone.js';
 import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
 import { openAiRoutes } from './openai-api.js';
 import { inferenceCall, outcomeRecorder } from './inference-call.js';
-import { RequestTracing, settingsWithoutTracing, tracingPlan } from './tracing.js';
+import { openTracing, settingsWithoutTracing, tracingPlan } from './tracing.js';
 import { PredictionLogs } from './prediction-logging.js';
 import { GrpcInferenceApi } from './grpc-api.js';
 import { startGrpcServer, type GrpcEndpoint } from './grpc-server.js';
@@ -89,7 +89,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   refuseWritesIntoStore(config, workRoot);
   const tls = config.tls ? await ServerTls.open(config.tls) : undefined;
   const tracePlan = tracingPlan(config.tracing);
-  const tracing = tracePlan ? new RequestTracing(tracePlan) : undefined;
+  const tracing = tracePlan ? await openTracing(tracePlan) : undefined;
   // Before anything is loaded or created: a taken port fails at once.
   await checkPortsFree(config);
   const metrics = new ServerMetrics({

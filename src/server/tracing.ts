@@ -1,19 +1,12 @@
-import type { IncomingHttpHeaders } from 'node:http';
-import { defaultTextMapGetter, ROOT_CONTEXT, trace, type Context, type Tracer } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { AlwaysOnSampler, BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { traceNow } from '../core/trace-channels.js';
-import { BATCHSERVE_VERSION } from '../version.js';
-import { RequestTrace } from './request-trace.js';
+import type { RequestTracing } from './request-tracing.js';
 import type { TracingConfig } from './server-config.js';
 import { TraceSettings } from './trace-settings.js';
 
 /**
- * OpenTelemetry traces of inference requests, exported over OTLP/HTTP. Off unless an endpoint
- * is set (serve --otlp-endpoint, or the standard OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT): then
- * the inference call asks `begin` for each request, and nothing else is made.
+ * Whether requests are traced, and where the traces go. Off unless an endpoint is set (serve
+ * --otlp-endpoint, or the standard OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT); then the OpenTelemetry
+ * SDK is loaded (request-tracing.ts) and the inference call asks it for each request. Off, the
+ * SDK is never loaded and nothing is made.
  */
 export interface TracingPlan {
   /** The traces URL; undefined: the exporter reads OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT itself. */
@@ -47,45 +40,13 @@ function ratioFromEnv(env: NodeJS.ProcessEnv): number {
   return Number.isFinite(ratio) ? Math.min(1, Math.max(0, ratio)) : 1;
 }
 
-export class RequestTracing {
-  readonly settings: TraceSettings;
-  readonly tracer: Tracer;
-  readonly #provider: TracerProvider;
-  readonly #propagator = new W3CTraceContextPropagator();
-
-  constructor(plan: TracingPlan) {
-    this.settings = new TraceSettings(plan.ratio, true);
-    const exporter = new OTLPTraceExporter(plan.url === undefined ? {} : { url: plan.url });
-    this.#provider = new TracerProvider({
-      // A later resource's attributes win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES over batchserve's own.
-      resource: defaultResource()
-        .merge(resourceFromAttributes({ 'service.name': 'batchserve', 'service.version': BATCHSERVE_VERSION }))
-        .merge(detectResources({ detectors: [envDetector] })),
-      // Sampling is decided per request by the settings, before any span is made.
-      sampler: new AlwaysOnSampler(),
-      spanProcessors: [new BatchSpanProcessor({ exporter })],
-    });
-    this.tracer = this.#provider.getTracer('batchserve', BATCHSERVE_VERSION);
-  }
-
-  /** A request at the door: its start, and the caller's trace from `traceparent` (HTTP header or gRPC metadata). */
-  begin(headers: IncomingHttpHeaders): RequestTrace {
-    return new RequestTrace(this.tracer, this.settings, traceNow(), this.#parent(headers));
-  }
-
-  /** Exports what is left; the server's close waits for it. */
-  shutdown(): Promise<void> {
-    return this.#provider.shutdown();
-  }
-
-  #parent(headers: IncomingHttpHeaders): Context | undefined {
-    if (headers.traceparent === undefined) return undefined;
-    const parent = this.#propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
-    return trace.getSpanContext(parent) === undefined ? undefined : parent;
-  }
-}
-
 /** Settings for a server that exports nothing: its trace routes answer OFF and refuse changes. */
 export function settingsWithoutTracing(): TraceSettings {
   return new TraceSettings(0, false);
+}
+
+/** The exporter and tracer, the SDK loaded only now. */
+export async function openTracing(plan: TracingPlan): Promise<RequestTracing> {
+  const { RequestTracing } = await import('./request-tracing.js');
+  return new RequestTracing(plan.url, plan.ratio);
 }
