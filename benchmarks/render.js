@@ -527,7 +527,7 @@ export const tracingOff = {
       ...environmentLines(result),
       `the demo model served with v2 binary tensors at concurrency ${settings.concurrency}, ${settings.windows} windows of ` +
         `${settings.windowMs} ms, ${settings.rounds} rounds of reference, current, current, reference; reference: ` +
-        `${result.reference}, the build before tracing; current: this build, no --otlp-endpoint`,
+        `${result.reference}, a build without tracing; current: this build, no --otlp-endpoint`,
       '',
       ...wrapped(runs),
       '',

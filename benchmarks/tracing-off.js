@@ -31,9 +31,12 @@ const settings = {
 };
 
 const git = (...args) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
-/** The commit before tracing: the parent of the one that added src/server/tracing.ts. */
+/**
+ * The build without tracing: $TRACING_OFF_REFERENCE (a commit, e.g. the main branch a branch
+ * was just merged with), else the parent of the commit that added src/server/tracing.ts.
+ */
 const added = git('log', '--format=%H', '--diff-filter=A', '--', 'src/server/tracing.ts').split('\n').at(-1);
-const reference = git('rev-parse', '--short', `${added}^`);
+const reference = git('rev-parse', '--short', process.env.TRACING_OFF_REFERENCE ?? `${added}^`);
 
 async function buildReference(dir) {
   const folder = join(dir, 'reference');
