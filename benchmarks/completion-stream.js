@@ -4,10 +4,12 @@ import { request } from 'undici';
 
 /**
  * One streamed completion (temperature 0, usage asked): when each chunk of text arrived, the
- * text, the usage. `onText(at)` hears each chunk as it comes; `signal` ends the request early.
+ * text, the usage. `onText(at)` hears each chunk as it comes; `signal` ends the request early;
+ * `fields` go in the body beside the rest (response_format).
  */
-export async function streamCompletion(url, model, prompt, maxTokens, dispatcher, { signal, onText } = {}) {
+export async function streamCompletion(url, model, prompt, maxTokens, dispatcher, { signal, onText, fields } = {}) {
   const body = {
+    ...fields,
     model,
     prompt,
     max_tokens: maxTokens,

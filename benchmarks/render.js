@@ -538,8 +538,27 @@ export const tracingOff = {
   },
 };
 
+export const generationControls = {
+  render(result) {
+    const { settings, constrained, prefix, verdicts } = result;
+    const rounds = (list) =>
+      list.map((round) => `${fixed(round.ratio, 3)} (control ${fixed(round.control, 3)})`).join(', ');
+    return [
+      ...environmentLines(result),
+      `${settings.pinned ? 'server on CPU 0 (taskset -c 0), client on CPU 1' : 'not pinned (taskset missing or a single CPU)'}, one intra-op thread; ` +
+        `bench decoder with a byte-level BPE tokenizer of its 1,024 ids; ${settings.rounds} round(s)`,
+      `constrained decoding: ${settings.batch} streams at once, 32-token prompts, ${settings.newTokens} tokens greedy, free against bound to a JSON schema (free, json, json, free)`,
+      `  decode tokens/s free ${fixed(constrained.free, 0)}, json ${fixed(constrained.json, 0)}: ${fixed(constrained.ratio, 3)}; by round ${rounds(constrained.rounds)}`,
+      `prefix caching: one at a time, a ${settings.systemTokens}-token system prompt and ${settings.turns} ${settings.turnTokens}-token turns (cached, uncached, uncached, cached)`,
+      `  TTFT p50 cached ${fixed(prefix.cachedMs, 1)} ms, uncached ${fixed(prefix.uncachedMs, 1)} ms: ${fixed(prefix.ratio, 3)}; by round ${rounds(prefix.rounds)}; the same answers: ${prefix.sameAnswers ? 'yes' : 'NO'}`,
+      ...verdicts.map((verdict) => `${metOrMissed(verdict.met)}: ${verdict.label}`),
+    ].join('\n');
+  },
+};
+
 export const renderers = {
   'tracing-off': (result) => tracingOff.render(result),
+  'generation-controls': (result) => generationControls.render(result),
   predict: (result) => predict.render(result),
   embeddings: (result) => embeddings.render(result),
   generation: (result) => generation.render(result),

@@ -286,7 +286,7 @@ function int64Number(value: Int64): number {
 }
 
 /** Request parameters as plain values; prepareDecoded reads `priority` and `timeout` from them. */
-function parameterValues(parameters: ParameterMap | undefined): Record<string, unknown> {
+export function parameterValues(parameters: ParameterMap | undefined): Record<string, unknown> {
   const values = Object.create(null) as Record<string, unknown>;
   if (!parameters) return values;
   for (const key of Object.keys(parameters)) {

@@ -4,6 +4,7 @@ import type { TextTokenizer } from '../handlers/text-tokens.js';
 import { cacheBytesPerToken, type DecoderLayout } from './decoder-layout.js';
 import type { FinishReason, GenerationEvents, GenerationSubmission } from './generation-engine.js';
 import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
+import type { ResponseFormat } from './grammar.js';
 import { fromWireError } from './worker-protocol.js';
 import { traceNow } from '../core/trace-channels.js';
 
@@ -14,9 +15,21 @@ export interface GenerationRequest {
   readonly topP: number;
   readonly stop: readonly string[];
   readonly seed: number | undefined;
+  readonly presencePenalty?: number;
+  readonly frequencyPenalty?: number;
+  /** Token id → added to its logit. */
+  readonly logitBias?: readonly (readonly [number, number])[];
+  /** Set to hear each token's log probability and this many alternatives'. */
+  readonly logprobs?: number;
+  readonly responseFormat?: ResponseFormat;
+  /** Answers to the one prompt (OpenAI's n); each draws from seed + its index. */
+  readonly choices?: number;
   readonly signal?: AbortSignal;
-  /** Told each piece of new text once it is final: no stop string can begin in it any more. */
-  readonly onText?: (text: string) => void;
+  /**
+   * Told each piece of new text of answer `choice` once it is final (no stop string can begin
+   * in it any more), with the tokens drawn since the last piece when logprobs were asked.
+   */
+  readonly onText?: (text: string, choice: number, tokens: readonly TokenLogprobs[]) => void;
   /** Set for a traced request only: the generator notes on it when its prefill began and ended. */
   readonly trace?: GenerationTrace | undefined;
 }
@@ -27,11 +40,30 @@ export interface GenerationTrace {
   firstTokenAt: number;
 }
 
+/** A drawn token as the routes report it: its id, its log probability, the likeliest alternatives [id, logprob]. */
+export interface TokenLogprobs {
+  readonly token: number;
+  readonly logprob: number;
+  readonly top: readonly (readonly [number, number])[];
+}
+
+export interface ChoiceResult {
+  readonly text: string;
+  readonly finishReason: FinishReason;
+  readonly completionTokens: number;
+  /** Every token drawn but an end token, when logprobs were asked. */
+  readonly tokens: readonly TokenLogprobs[] | undefined;
+}
+
 export interface GenerationResult {
+  /** The first answer's text and finish; usage counts them all. */
   readonly text: string;
   readonly finishReason: FinishReason;
   readonly promptTokens: number;
+  /** Over every answer. */
   readonly completionTokens: number;
+  /** Every answer, in order (one unless `choices` asked for more). */
+  readonly choices: readonly ChoiceResult[];
 }
 
 /** What the metrics hear: seconds to a sequence's first token and between its tokens, the running rows and cache. */
@@ -63,9 +95,17 @@ interface Pending {
   readonly channel: GenerationChannel;
   readonly startedAt: number;
   lastTokenAt: number | undefined;
+  /** Each answer once it ended, by choice. */
+  readonly ended: (ChoiceResult | undefined)[];
+  /** Each answer's tokens since its last piece of text went out (logprobs asked), and all of them. */
+  readonly unsent: TokenLogprobs[][];
+  readonly drawn: TokenLogprobs[][];
+  left: number;
   resolve(result: GenerationResult): void;
-  reject(error: unknown): void;
+  reject(error: Error): void;
 }
+
+const NO_TOKENS: readonly TokenLogprobs[] = [];
 
 /**
  * The requests' side of generation, on the server's thread: checks a request against the
@@ -74,7 +114,8 @@ interface Pending {
  * events arrive. With several instances, a sequence goes to the one with the fewest.
  */
 export class Generator {
-  readonly #pending = new Map<number, Pending>();
+  /** By sequence id: an answer's id is its request's first plus its choice. */
+  readonly #pending = new Map<number, { readonly pending: Pending; readonly choice: number }>();
   readonly #listening = new WeakSet<GenerationChannel>();
   readonly #state = new Map<GenerationChannel, { active: number; used: number; reserved: number; prefix: number }>();
   readonly #bytesPerToken: number;
@@ -101,25 +142,41 @@ export class Generator {
     if (refusal) return Promise.reject(refusal);
     const channel = this.#leastBusy();
     if (!channel) return Promise.reject(new ModelNotReadyError('no instance of the model is running'));
-    const id = this.#nextId++;
+    const choices = request.choices ?? 1;
+    const id = this.#nextId;
+    this.#nextId += choices;
     return new Promise<GenerationResult>((resolve, reject) => {
       const { signal } = request;
-      const cancel = (): void => channel.cancelGeneration(id);
+      const cancel = (): void => {
+        for (let choice = 0; choice < choices; choice++) channel.cancelGeneration(id + choice);
+      };
       signal?.addEventListener('abort', cancel, { once: true });
-      const settle =
-        <T>(finish: (value: T) => void) =>
-        (value: T) => {
-          signal?.removeEventListener('abort', cancel);
-          finish(value);
-        };
-      this.#pending.set(id, {
+      let settled = false;
+      /** True the first time: a request with several answers settles once. */
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        signal?.removeEventListener('abort', cancel);
+        for (let choice = 0; choice < choices; choice++) this.#pending.delete(id + choice);
+        return true;
+      };
+      const pending: Pending = {
         request,
         channel,
         startedAt: performance.now(),
         lastTokenAt: undefined,
-        resolve: settle(resolve),
-        reject: settle(reject),
-      });
+        ended: new Array<ChoiceResult | undefined>(choices).fill(undefined),
+        unsent: Array.from({ length: choices }, () => []),
+        drawn: Array.from({ length: choices }, () => []),
+        left: choices,
+        resolve: (result) => {
+          if (settle()) resolve(result);
+        },
+        reject: (error) => {
+          if (settle()) reject(error);
+        },
+      };
+      for (let choice = 0; choice < choices; choice++) this.#pending.set(id + choice, { pending, choice });
       if (request.trace) request.trace.submittedAt = traceNow();
       try {
         channel.submitGeneration({
@@ -130,9 +187,15 @@ export class Generator {
           topP: request.topP,
           stop: request.stop,
           seed: request.seed ?? Math.floor(Math.random() * 2 ** 32),
+          ...(request.presencePenalty ? { presencePenalty: request.presencePenalty } : {}),
+          ...(request.frequencyPenalty ? { frequencyPenalty: request.frequencyPenalty } : {}),
+          ...(request.logitBias?.length ? { logitBias: request.logitBias } : {}),
+          ...(request.logprobs !== undefined ? { logprobs: request.logprobs } : {}),
+          ...(request.responseFormat ? { responseFormat: request.responseFormat } : {}),
+          ...(choices > 1 ? { choices } : {}),
         });
       } catch (error) {
-        this.#pending.delete(id);
+        settle();
         reject(error instanceof Error ? error : new InferenceFailedError(String(error)));
         return;
       }
@@ -151,7 +214,7 @@ export class Generator {
   close(): void {
     this.#closed = true;
     const error = new ModelNotReadyError('the model was unloaded while generating');
-    for (const pending of this.#pending.values()) pending.reject(error);
+    for (const { pending } of [...this.#pending.values()]) pending.reject(error);
     this.#pending.clear();
   }
 
@@ -167,7 +230,7 @@ export class Generator {
         });
       }
       let load = 0;
-      for (const pending of this.#pending.values()) if (pending.channel === channel) load++;
+      for (const { pending } of this.#pending.values()) if (pending.channel === channel) load++;
       if (load < fewest) {
         fewest = load;
         best = channel;
@@ -178,22 +241,60 @@ export class Generator {
 
   #heard(channel: GenerationChannel, events: GenerationEvents): void {
     const now = performance.now();
-    for (const [id, text] of events.tokens) {
-      const pending = this.#pending.get(id);
-      if (!pending) continue;
-      if (pending.lastTokenAt === undefined) {
-        this.observer?.firstToken((now - pending.startedAt) / 1000);
-        if (pending.request.trace) pending.request.trace.firstTokenAt = traceNow();
-      } else this.observer?.nextToken((now - pending.lastTokenAt) / 1000);
-      pending.lastTokenAt = now;
-      if (text !== '') pending.request.onText?.(text);
+    const eos = this.options.eos_token_ids;
+    for (const [id, text, logprob] of events.tokens) {
+      const found = this.#pending.get(id);
+      if (!found) continue;
+      const { pending, choice } = found;
+      // Timed by the first answer: the others step with it.
+      if (choice === 0) {
+        if (pending.lastTokenAt === undefined) {
+          this.observer?.firstToken((now - pending.startedAt) / 1000);
+          if (pending.request.trace) pending.request.trace.firstTokenAt = traceNow();
+        } else this.observer?.nextToken((now - pending.lastTokenAt) / 1000);
+        pending.lastTokenAt = now;
+      }
+      const unsent = pending.unsent[choice] as TokenLogprobs[];
+      if (logprob && !eos.includes(logprob.token)) {
+        const token = { token: logprob.token, logprob: logprob.logprob, top: logprob.top };
+        unsent.push(token);
+        pending.drawn[choice]?.push(token);
+      }
+      if (text !== '' && pending.request.onText) {
+        pending.request.onText(text, choice, unsent.length > 0 ? unsent.splice(0) : NO_TOKENS);
+      }
     }
     for (const end of events.ended) {
-      const pending = this.#pending.get(end.id);
-      if (!pending) continue;
+      const found = this.#pending.get(end.id);
+      if (!found) continue;
+      const { pending, choice } = found;
       this.#pending.delete(end.id);
-      if ('error' in end) pending.reject(fromWireError(end.error));
-      else pending.resolve(end);
+      if ('error' in end) {
+        // One answer failing fails the request: the others are not waited for.
+        for (const [other, each] of this.#pending)
+          if (each.pending === pending) pending.channel.cancelGeneration(other);
+        pending.reject(fromWireError(end.error));
+        continue;
+      }
+      const unsent = pending.unsent[choice] as TokenLogprobs[];
+      // Tokens that added no text of their own (the end token's, a stop string's) go with the last piece.
+      if (unsent.length > 0) pending.request.onText?.('', choice, unsent.splice(0));
+      pending.ended[choice] = {
+        text: end.text,
+        finishReason: end.finishReason,
+        completionTokens: end.completionTokens,
+        tokens: pending.request.logprobs !== undefined ? pending.drawn[choice] : undefined,
+      };
+      if (--pending.left > 0) continue;
+      const choices = pending.ended as ChoiceResult[];
+      const first = choices[0] as ChoiceResult;
+      pending.resolve({
+        text: first.text,
+        finishReason: first.finishReason,
+        promptTokens: end.promptTokens,
+        completionTokens: choices.reduce((sum, each) => sum + each.completionTokens, 0),
+        choices,
+      });
     }
     this.#state.set(channel, {
       active: events.active,
@@ -207,11 +308,7 @@ export class Generator {
 
   #stopped(channel: GenerationChannel, error: Error): void {
     const failure = new InferenceFailedError(`generation failed: ${error.message}`);
-    for (const [id, pending] of this.#pending) {
-      if (pending.channel !== channel) continue;
-      this.#pending.delete(id);
-      pending.reject(failure);
-    }
+    for (const { pending } of [...this.#pending.values()]) if (pending.channel === channel) pending.reject(failure);
     this.#state.delete(channel);
     this.#observeState();
   }

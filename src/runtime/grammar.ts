@@ -186,3 +186,66 @@ export class Grammars {
     return this.#compilerLoad;
   }
 }
+
+/** The schema keywords xgrammar turns into grammar (annotations, which constrain nothing, included). */
+const SERVED_KEYWORDS = new Set([
+  'type',
+  'properties',
+  'required',
+  'additionalProperties',
+  'items',
+  'prefixItems',
+  'minItems',
+  'maxItems',
+  'enum',
+  'const',
+  'anyOf',
+  'oneOf',
+  '$ref',
+  '$defs',
+  'definitions',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'exclusiveMaximum',
+  'title',
+  'description',
+  'default',
+  'examples',
+  '$schema',
+  '$id',
+  '$comment',
+]);
+
+/** Keywords whose value is a map of names to schemas, or a list of schemas: walked into. */
+const SCHEMA_MAPS = new Set(['properties', '$defs', 'definitions']);
+const SCHEMA_LISTS = new Set(['anyOf', 'oneOf', 'prefixItems']);
+
+/**
+ * The first keyword of a JSON schema that xgrammar would not enforce, and where: such a schema
+ * is refused rather than answered by a grammar that lets through what it forbids.
+ */
+export function unservedKeyword(
+  schema: Readonly<Record<string, unknown>>,
+  path = '#',
+): { keyword: string; path: string } | undefined {
+  for (const [keyword, value] of Object.entries(schema)) {
+    if (!SERVED_KEYWORDS.has(keyword)) return { keyword, path };
+    const children: [string, unknown][] = SCHEMA_MAPS.has(keyword)
+      ? Object.entries((value ?? {}) as Record<string, unknown>).map(([name, child]) => [`${keyword}/${name}`, child])
+      : SCHEMA_LISTS.has(keyword) && Array.isArray(value)
+        ? value.map((child, index) => [`${keyword}/${index}`, child])
+        : keyword === 'items' || keyword === 'additionalProperties'
+          ? [[keyword, value]]
+          : [];
+    for (const [where, child] of children) {
+      if (typeof child !== 'object' || child === null || Array.isArray(child)) continue;
+      const found = unservedKeyword(child as Record<string, unknown>, `${path}/${where}`);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}

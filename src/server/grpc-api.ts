@@ -27,6 +27,7 @@ import { BATCHSERVE_VERSION } from '../version.js';
 import type { KeyRing } from './auth.js';
 import { largestInferMessage } from './grpc-message-limit.js';
 import { loadFromStoreWith, modelChangeOfLoadParameters } from './model-change.js';
+import { grpcGenerateCodec } from './grpc-generate.js';
 import { grpcError } from './grpc-status.js';
 import { asTensors, missingOutput, platformOf, V2_EXTENSIONS } from './inference-api.js';
 import { tensorWork, type Infer } from './inference-call.js';
@@ -308,11 +309,13 @@ export class GrpcInferenceApi {
       }
       stream.pending += 1;
       // Answers on a stream carry their version and id in the message, not in metadata.
-      this.#infer(raw, call.metadata, call.getDeadline(), signal, () => undefined)
-        .then(
-          (answer) => call.write({ error_message: '', infer_response: answer }),
-          (error: unknown) => call.write({ error_message: grpcError(error).details, infer_response: head }),
-        )
+      const answered = this.#generates(raw)
+        ? this.#generate(raw, call, signal)
+        : this.#infer(raw, call.metadata, call.getDeadline(), signal, () => undefined).then((answer) => {
+            call.write({ error_message: '', infer_response: answer });
+          });
+      answered
+        .catch((error: unknown) => call.write({ error_message: grpcError(error).details, infer_response: head }))
         .finally(() => {
           stream.pending -= 1;
           this.#endIfIdle(stream);
@@ -324,6 +327,40 @@ export class GrpcInferenceApi {
     });
     call.on('cancelled', () => this.#streams.delete(stream));
     call.on('error', () => this.#streams.delete(stream));
+  }
+
+  /** Whether a stream message names a model that generates text (its answers then stream, decoupled). */
+  #generates(raw: Buffer): boolean {
+    try {
+      const { name, version } = peekModelTarget(raw);
+      return this.#options.repository.get(name, version || undefined).generator !== undefined;
+    } catch {
+      // Unknown or unreadable: the inference call says why.
+      return false;
+    }
+  }
+
+  /** A generation on a stream: its text as it comes, then the final flag (grpc-generate.ts). */
+  async #generate(raw: Buffer, call: ServerDuplexStream<Buffer, object>, signal: AbortSignal): Promise<void> {
+    const target = peekModelTarget(raw);
+    const message = this.#inferRequest.decode(raw) as unknown as ModelInferRequestMessage;
+    await this.#options.infer(
+      {
+        protocol: 'grpc',
+        model: target.name,
+        version: target.version || undefined,
+        authorization: firstString(call.metadata, 'authorization'),
+        headers: stickyHeaders(call.metadata),
+        url: NO_QUERY,
+        requestId: firstString(call.metadata, 'x-request-id'),
+        signal,
+        tell: () => undefined,
+      },
+      {
+        ...grpcGenerateCodec(message, (response) => call.write({ error_message: '', infer_response: response })),
+        read: () => ({ bytes: raw, contentType: 'application/grpc' }),
+      },
+    );
   }
 
   #endIfIdle(stream: OpenStream): void {

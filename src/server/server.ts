@@ -22,6 +22,7 @@ import { withApiDescription } from './api-description.js';
 import { clientWentAway } from './client-gone.js';
 import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
 import { openAiRoutes } from './openai-api.js';
+import { tritonGenerateRoutes } from './triton-generate.js';
 import { inferenceCall, outcomeRecorder } from './inference-call.js';
 import { openTracing, settingsWithoutTracing, tracingPlan } from './tracing.js';
 import { PredictionLogs } from './prediction-logging.js';
@@ -205,7 +206,11 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       logs: predictionLogs,
       traceSettings: tracing?.settings ?? settingsWithoutTracing(),
     };
-    const inference = [...inferenceRoutes(inferenceOptions), ...openAiRoutes(inferenceOptions)];
+    const inference = [
+      ...inferenceRoutes(inferenceOptions),
+      ...tritonGenerateRoutes(inferenceOptions),
+      ...openAiRoutes(inferenceOptions),
+    ];
     const management = managementRoutes({
       repository,
       traffic: control,

@@ -238,8 +238,34 @@ test('a client that goes away frees its place at the next step; bad generation r
       /max_context of 4096/,
     ],
     ['an empty prompt', { model: 'writer', prompt: '' }, 400, /no tokens/],
-    ['two choices', { model: 'writer', prompt: 'hello', n: 2 }, 400, /"n" must be 1/],
-    ['logprobs', { model: 'writer', prompt: 'hello', logprobs: 2 }, 400, /"logprobs" is not served/],
+    ['no choices', { model: 'writer', prompt: 'hello', n: 0 }, 400, /"n" must be an integer from 1 to 128/],
+    [
+      'six logprobs',
+      { model: 'writer', prompt: 'hello', logprobs: 6 },
+      400,
+      /"logprobs" must be an integer from 0 to 5/,
+    ],
+    ['echoed logprobs', { model: 'writer', prompt: 'hello', echo: true, logprobs: 1 }, 400, /"echo" with "logprobs"/],
+    ['a presence penalty of 3', { model: 'writer', prompt: 'hello', presence_penalty: 3 }, 400, /"presence_penalty"/],
+    ['a frequency penalty', { model: 'writer', prompt: 'hello', frequency_penalty: -2.5 }, 400, /-2 to 2/],
+    ['a bias of 101', { model: 'writer', prompt: 'hello', logit_bias: { '5': 101 } }, 400, /"logit_bias"\[5\]/],
+    ['a bias on a word', { model: 'writer', prompt: 'hello', logit_bias: { cat: 1 } }, 400, /not a token id/],
+    ['best_of', { model: 'writer', prompt: 'hello', best_of: 3 }, 400, /"best_of" is not served/],
+    ['suffix', { model: 'writer', prompt: 'hello', suffix: '!' }, 400, /"suffix" is not served/],
+    ['a format of yaml', { model: 'writer', prompt: 'hello', response_format: { type: 'yaml' } }, 400, /json_schema/],
+    [
+      'a schema with "not"',
+      {
+        model: 'writer',
+        prompt: 'hello',
+        response_format: {
+          type: 'json_schema',
+          json_schema: { name: 'x', schema: { type: 'object', properties: { a: { not: { type: 'string' } } } } },
+        },
+      },
+      400,
+      /keyword "not" at #\/properties\/a cannot be made a grammar/,
+    ],
     ['a hot temperature', { model: 'writer', prompt: 'hello', temperature: 3 }, 400, /"temperature"/],
     ['token ids', { model: 'writer', prompt: [4, 5] }, 400, /token ids are not served/],
     ['five stops', { model: 'writer', prompt: 'hello', stop: ['a', 'b', 'c', 'd', 'e'] }, 400, /"stop"/],
@@ -255,6 +281,18 @@ test('a client that goes away frees its place at the next step; bad generation r
   });
   assert.equal(chat.status, 400);
   assert.match(chat.body.error.message, /messages\[0\]\.role/);
+  for (const [what, fields, says] of [
+    ['21 alternatives', { logprobs: true, top_logprobs: 21 }, /"top_logprobs" must be an integer from 0 to 20/],
+    ['alternatives without logprobs', { top_logprobs: 2 }, /needs "logprobs": true/],
+    ['tools', { tools: [{ type: 'function', function: { name: 'f' } }] }, /"tools" is not served/],
+  ] as const) {
+    const refused = await call(`${server.urls.inference}/v1/chat/completions`, {
+      body: JSON.stringify({ model: 'writer', messages: [{ role: 'user', content: 'hi' }], ...fields }),
+    });
+    assert.equal(refused.status, 400, what);
+    assert.match(refused.body.error.message, says, what);
+    assert.equal(refused.body.error.type, 'invalid_request_error', what);
+  }
 });
 
 test('whole-request scheduling (the baseline) answers the same, one batch of sequences at a time', async (t) => {
@@ -396,4 +434,212 @@ test('generation.kv_cache_bytes: a request whose cache could never fit is a 400 
     const sample = samplesOf(metrics, 'batchserve_kv_cache_bytes', { model: 'writer', state })[0];
     assert.equal(sample?.value, 0, `${state}: nothing is held once every answer is sent`);
   }
+});
+
+/** What greedy decoding answers with OpenAI's penalties and biases applied before each token, and each token's log-softmax. */
+function adjusted(
+  prompt: string,
+  maxTokens: number,
+  {
+    presence = 0,
+    frequency = 0,
+    bias = {},
+  }: { presence?: number; frequency?: number; bias?: Record<number, number> } = {},
+): { text: string; ids: number[]; logprobs: number[] } {
+  const promptIds = expectedIds(prompt, { specialTokens: false });
+  const logprobs: number[] = [];
+  const ids = greedyDecode(promptIds, {
+    vocab: TEXT_VOCAB.length,
+    maxTokens,
+    eos: [EOS],
+    adjust(logits, generated) {
+      for (const [id, value] of Object.entries(bias)) logits[Number(id)] = (logits[Number(id)] as number) + value;
+      const counts = new Map<number, number>();
+      for (const id of generated) counts.set(id, (counts.get(id) ?? 0) + 1);
+      for (const [id, count] of counts) logits[id] = (logits[id] as number) - presence - frequency * count;
+      const max = Math.max(...logits);
+      const normalizer = max + Math.log(logits.reduce((sum, value) => sum + Math.exp(value - max), 0));
+      logprobs.push(max - normalizer);
+    },
+  });
+  const decode = (tokens: number[]): string => tokenizer.decode(tokens, { skip_special_tokens: true });
+  const text = decode([...promptIds, ...ids.filter((id) => id !== EOS)]).slice(decode(promptIds).length);
+  return { text, ids, logprobs: logprobs.slice(0, ids.filter((id) => id !== EOS).length) };
+}
+
+test('sampling controls through the openai client: n, logprobs and top_logprobs, penalties, logit_bias and echo; streamed answers agree with whole ones', async (t) => {
+  const dir = await tempDir(t);
+  const server = await startTestServer(t, { models: [`writer=${await packDecoder(dir)}`] });
+  const client = new OpenAI({ baseURL: `${server.urls.inference}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const prompt = 'the cat';
+
+  // n: each answer draws as a one-answer request of its seed + index would; usage counts them all.
+  const three = await client.completions.create({
+    model: 'writer',
+    prompt,
+    max_tokens: 8,
+    temperature: 1.5,
+    seed: 7,
+    n: 3,
+  });
+  assert.deepEqual(
+    three.choices.map((choice) => choice.index),
+    [0, 1, 2],
+  );
+  let completionTokens = 0;
+  for (const choice of three.choices) {
+    const alone = await client.completions.create({
+      model: 'writer',
+      prompt,
+      max_tokens: 8,
+      temperature: 1.5,
+      seed: 7 + choice.index,
+    });
+    assert.equal(choice.text, alone.choices[0]?.text, `choice ${choice.index}`);
+    completionTokens += alone.usage?.completion_tokens ?? 0;
+  }
+  assert.equal(three.usage?.completion_tokens, completionTokens);
+
+  // Penalties and biases change the logits as OpenAI documents, before each greedy pick
+  // ("hello" never meets the end token, and repeats itself unpenalized).
+  const catId = TEXT_VOCAB.indexOf('cat');
+  const firstId = adjusted('hello', 1).ids[0] as number;
+  for (const controls of [
+    { presence: 2 },
+    { frequency: 2 },
+    { bias: { [catId]: 100 } },
+    { bias: { [firstId]: -100 } },
+  ]) {
+    const want = adjusted('hello', MAX_NEW, controls);
+    const answer = await client.completions.create({
+      model: 'writer',
+      prompt: 'hello',
+      max_tokens: MAX_NEW,
+      temperature: 0,
+      ...(controls.presence !== undefined ? { presence_penalty: controls.presence } : {}),
+      ...(controls.frequency !== undefined ? { frequency_penalty: controls.frequency } : {}),
+      ...(controls.bias !== undefined ? { logit_bias: controls.bias } : {}),
+    });
+    assert.equal(answer.choices[0]?.text, want.text, JSON.stringify(controls));
+  }
+  // The references differ from the plain answer: the answers above could not match it by chance.
+  for (const controls of [{ frequency: 2 }, { bias: { [firstId]: -100 } }]) {
+    assert.notEqual(adjusted('hello', MAX_NEW, controls).text, expected('hello', MAX_NEW).text);
+  }
+  assert.match(adjusted('hello', 3, { bias: { [catId]: 100 } }).text, /^( ?cat){3}$/);
+
+  // logprobs: each token's log-softmax, its string and offset; the greedy token leads its alternatives.
+  const want = adjusted(prompt, MAX_NEW);
+  const whole = await client.completions.create({
+    model: 'writer',
+    prompt,
+    max_tokens: MAX_NEW,
+    temperature: 0,
+    logprobs: 3,
+    n: 2,
+  });
+  const logprobs = whole.choices[1]?.logprobs;
+  assert.ok(logprobs?.tokens && logprobs.token_logprobs && logprobs.top_logprobs && logprobs.text_offset);
+  assert.equal(logprobs.tokens.length, want.logprobs.length);
+  logprobs.token_logprobs.forEach((value, index) => {
+    assert.ok(Math.abs(value - (want.logprobs[index] as number)) < 1e-4, `${value} vs ${want.logprobs[index]}`);
+    const top = logprobs.top_logprobs?.[index] as Record<string, number>;
+    assert.equal(Object.keys(top).length, 3);
+    assert.equal(Math.max(...Object.values(top)), value);
+  });
+  assert.deepEqual(
+    logprobs.text_offset,
+    logprobs.tokens.map((_, index) => logprobs.tokens!.slice(0, index).join('').length),
+  );
+  assert.deepEqual(whole.choices[0]?.logprobs, logprobs, 'greedy answers are the same answer');
+
+  // Streamed: the same tokens and log probabilities, chunk by chunk, for each choice.
+  const stream = await client.completions.create({
+    model: 'writer',
+    prompt,
+    max_tokens: MAX_NEW,
+    temperature: 0,
+    logprobs: 3,
+    n: 2,
+    stream: true,
+  });
+  const streamed = [0, 1].map(() => ({
+    text: '',
+    tokens: [] as string[],
+    values: [] as number[],
+    offsets: [] as number[],
+    top: [] as unknown[],
+    finish: '',
+  }));
+  for await (const chunk of stream) {
+    for (const choice of chunk.choices) {
+      const into = streamed[choice.index] as (typeof streamed)[number];
+      into.text += choice.text;
+      into.tokens.push(...(choice.logprobs?.tokens ?? []));
+      into.values.push(...(choice.logprobs?.token_logprobs ?? []));
+      into.offsets.push(...(choice.logprobs?.text_offset ?? []));
+      into.top.push(...(choice.logprobs?.top_logprobs ?? []));
+      into.finish = choice.finish_reason ?? into.finish;
+    }
+  }
+  for (const [index, into] of streamed.entries()) {
+    const choice = whole.choices[index];
+    assert.equal(into.text, choice?.text);
+    assert.equal(into.finish, choice?.finish_reason);
+    assert.deepEqual(
+      { tokens: into.tokens, token_logprobs: into.values, top_logprobs: into.top, text_offset: into.offsets },
+      choice?.logprobs,
+    );
+  }
+
+  // Chat: content entries with each token's bytes and its alternatives; streamed, the same entries.
+  const messages = [{ role: 'user' as const, content: 'the cat' }];
+  const chat = await client.chat.completions.create({
+    model: 'writer',
+    messages,
+    max_tokens: 6,
+    temperature: 0,
+    logprobs: true,
+    top_logprobs: 2,
+  });
+  const content = chat.choices[0]?.logprobs?.content ?? [];
+  assert.equal(content.length, adjusted('user: the cat\nassistant:', 6).logprobs.length);
+  for (const entry of content) {
+    assert.deepEqual(entry.bytes, [...Buffer.from(entry.token, 'utf8')]);
+    assert.equal(entry.top_logprobs.length, 2);
+    assert.equal(entry.top_logprobs[0]?.logprob, entry.logprob);
+  }
+  const chatStream = await client.chat.completions.create({
+    model: 'writer',
+    messages,
+    max_tokens: 6,
+    temperature: 0,
+    logprobs: true,
+    top_logprobs: 2,
+    stream: true,
+  });
+  const entries: unknown[] = [];
+  for await (const chunk of chatStream) entries.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  assert.deepEqual(entries, content);
+
+  // echo: the prompt before the answer, whole and streamed.
+  const echoed = await client.completions.create({
+    model: 'writer',
+    prompt,
+    max_tokens: 4,
+    temperature: 0,
+    echo: true,
+  });
+  assert.equal(echoed.choices[0]?.text, prompt + expected(prompt, 4).text);
+  let echoStream = '';
+  const echoChunks = await client.completions.create({
+    model: 'writer',
+    prompt,
+    max_tokens: 4,
+    temperature: 0,
+    echo: true,
+    stream: true,
+  });
+  for await (const chunk of echoChunks) echoStream += chunk.choices[0]?.text ?? '';
+  assert.equal(echoStream, echoed.choices[0]?.text);
 });

@@ -23,8 +23,24 @@ import { samplesOf } from '../metrics/prometheus-text.js';
  * have it. The table is the documentation of what differs between front doors (docs/serving.md
  * points here); a cell that fails is a transport that drifted from the call.
  */
-const TRANSPORTS = ['v2-json', 'v2-binary', 'torchserve', 'grpc', 'grpc-stream', 'embeddings', 'completions'] as const;
+const TRANSPORTS = [
+  'v2-json',
+  'v2-binary',
+  'torchserve',
+  'grpc',
+  'grpc-stream',
+  'embeddings',
+  'completions',
+  'generate',
+  'grpc-generate',
+] as const;
 type Transport = (typeof TRANSPORTS)[number];
+
+/** The transports that generate: their admission is the engine's, and nothing times them out. */
+const generates = (transport: Transport): boolean =>
+  transport === 'completions' || transport === 'generate' || transport === 'grpc-generate';
+/** The transports whose answers come on a gRPC stream: an error is its error_message, with no status or code. */
+const streams = (transport: Transport): boolean => transport === 'grpc-stream' || transport === 'grpc-generate';
 
 type Cell = (transport: Transport) => Promise<void>;
 /** A test, or why the transport cannot have the behaviour. */
@@ -32,8 +48,10 @@ type Row = Partial<Record<Transport, string>> & { readonly test: Cell };
 
 const NO_VERSION =
   "OpenAI's API has no version field: a request is routed as a v2 request without a version is (docs/serving.md)";
+const NOT_CACHED = 'a generation is not cached: its answer is sampled, and streamed as it is made';
 const NO_TIMEOUT = (what: string): string =>
   `${what} has no per-request timeout field; the model's dynamic_batching.default_timeout applies`;
+const NOT_TIMED = 'a generation is not timed out in its engine (its wait list is generation.max_waiting)';
 
 /** Models each transport speaks to: the main ones (two versions each), the slow ones (one, on the simulated device). */
 const MODELS: Record<Transport, { main: string; slow: string }> = {
@@ -44,6 +62,8 @@ const MODELS: Record<Transport, { main: string; slow: string }> = {
   'grpc-stream': { main: 'affine', slow: 'slow' },
   embeddings: { main: 'embedder', slow: 'slow' },
   completions: { main: 'writer', slow: 'slowwriter' },
+  generate: { main: 'writer', slow: 'slowwriter' },
+  'grpc-generate': { main: 'writer', slow: 'slowwriter' },
 };
 
 /** One sim pass holds the slow model's only instance this long: what keeps a request queued behind it. */
@@ -302,6 +322,24 @@ function ask(transport: Transport, given: Ask = {}, via?: Client): Promise<Outco
         given,
         via,
       );
+    case 'generate':
+      return httpOutcome(
+        `${base}/v2/models/${model}${versioned}/generate`,
+        JSON.stringify({ text_input: 'hello', parameters: { max_tokens: given.maxTokens ?? 2, temperature: 0 } }),
+        httpHeaders(given),
+        given,
+        via,
+      );
+    case 'grpc-generate':
+      return streamOutcome(given, {
+        model_name: model,
+        model_version: given.version ?? '',
+        ...(given.id !== undefined ? { id: given.id } : {}),
+        inputs: [
+          { name: 'text_input', datatype: 'BYTES', shape: [1], contents: { bytes_contents: [Buffer.from('hello')] } },
+        ],
+        parameters: { max_tokens: { int64_param: given.maxTokens ?? 2 }, temperature: { double_param: 0 } },
+      });
   }
 }
 
@@ -393,16 +431,16 @@ const ROWS: Record<string, Row> = {
   'auth refused': {
     test: async (transport) => {
       const answer = await ask(transport, { auth: false });
-      assert.equal(answer.status, transport === 'grpc-stream' ? 0 : 401, answer.message);
-      if (transport === 'grpc-stream') assert.match(answer.message, /Authorization: Bearer/);
+      assert.equal(answer.status, streams(transport) ? 0 : 401, answer.message);
+      if (streams(transport)) assert.match(answer.message, /Authorization: Bearer/);
       else assert.equal(answer.code, 'BS_ERR_UNAUTHORIZED');
     },
   },
   'unknown model': {
     test: async (transport) => {
       const answer = await ask(transport, { unknown: true });
-      assert.equal(answer.status, transport === 'grpc-stream' ? 0 : 404, answer.message);
-      if (transport === 'grpc-stream') assert.match(answer.message, /unknown model "nope"/);
+      assert.equal(answer.status, streams(transport) ? 0 : 404, answer.message);
+      if (streams(transport)) assert.match(answer.message, /unknown model "nope"/);
       else assert.equal(answer.code, 'BS_ERR_MODEL_NOT_FOUND');
     },
   },
@@ -486,7 +524,9 @@ const ROWS: Record<string, Row> = {
     },
   },
   'cache hit': {
-    completions: 'a generation is not cached: its answer is sampled, and streamed as it is made',
+    completions: NOT_CACHED,
+    generate: NOT_CACHED,
+    'grpc-generate': NOT_CACHED,
     test: async (transport) => {
       const model = MODELS[transport].main;
       const hits = (): number => server.repository.get(model, '1').stats.toJSON().inference_stats.cache_hit.count;
@@ -500,11 +540,12 @@ const ROWS: Record<string, Row> = {
   },
   'queue full': {
     test: async (transport) => {
-      if (transport === 'completions') {
+      if (generates(transport)) {
         const release = await occupyTheSlowWriter();
         try {
           const answer = await ask(transport, { slow: true });
-          assert.deepEqual([answer.status, answer.code], [503, 'BS_ERR_QUEUE_FULL'], answer.message);
+          if (streams(transport)) assert.match(answer.message, /already wait to be generated/);
+          else assert.deepEqual([answer.status, answer.code], [503, 'BS_ERR_QUEUE_FULL'], answer.message);
         } finally {
           await release();
         }
@@ -524,6 +565,8 @@ const ROWS: Record<string, Row> = {
     torchserve: NO_TIMEOUT("TorchServe's /predictions"),
     embeddings: NO_TIMEOUT("OpenAI's embeddings API"),
     completions: `${NO_TIMEOUT("OpenAI's completions API")}, and a generation is not timed out in its engine`,
+    generate: NOT_TIMED,
+    'grpc-generate': NOT_TIMED,
     test: async (transport) => {
       const running = await occupyTheSlowInstance();
       const answer = await ask(transport, { slow: true, timeoutUs: 50_000 });
@@ -539,7 +582,7 @@ const ROWS: Record<string, Row> = {
       const cancelled = () => metric('batchserve_requests_total', { model, status: '499' });
       const before = await cancelled();
       const controller = new AbortController();
-      if (transport === 'completions') {
+      if (generates(transport)) {
         const gone = ask(transport, { slow: true, maxTokens: 400, signal: controller.signal }).catch(() => undefined);
         await waitFor('generating', () => (version.generator?.activeSequences ?? 0) === 1);
         controller.abort();
@@ -573,7 +616,7 @@ const ROWS: Record<string, Row> = {
     test: async (transport) => {
       const id = `client-${transport}-${unique()}`;
       // A stream's answers carry the id the message carries; every other transport echoes X-Request-Id.
-      const answer = await ask(transport, transport === 'grpc-stream' ? { id } : { headers: { 'x-request-id': id } });
+      const answer = await ask(transport, streams(transport) ? { id } : { headers: { 'x-request-id': id } });
       assert.deepEqual([answer.status, answer.requestId], [200, id]);
     },
   },
