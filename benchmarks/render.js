@@ -540,6 +540,26 @@ export const drainResets = {
   },
 };
 
+export const tracingOff = {
+  render(result) {
+    const { settings, verdict } = result;
+    const runs = result.runs.map((run) => `${run.build} ${fixed(run.throughput, 1)}/s`);
+    const list = (key) => result.rounds.map((round) => fixed(round[key], 3)).join(', ');
+    return [
+      ...environmentLines(result),
+      `the demo model served with v2 binary tensors at concurrency ${settings.concurrency}, ${settings.windows} windows of ` +
+        `${settings.windowMs} ms, ${settings.rounds} rounds of reference, current, current, reference; reference: ` +
+        `${result.reference}, a build without tracing; current: this build, no --otlp-endpoint`,
+      '',
+      ...wrapped(runs),
+      '',
+      `per round, current ÷ reference: ${list('ratio')}; control, reference ÷ reference: ${list('control')}`,
+      `medians: current ÷ reference ${fixed(result.ratio, 3)}, control ${fixed(result.control, 3)}; aim ${verdict.aim}: ` +
+        `${verdict.judged ? metOrMissed(verdict.met) : 'not judged (the control moved more than the aim allows)'}`,
+    ].join('\n');
+  },
+};
+
 export const generationControls = {
   render(result) {
     const { settings, constrained, prefix, verdicts } = result;
@@ -559,6 +579,7 @@ export const generationControls = {
 };
 
 export const renderers = {
+  'tracing-off': (result) => tracingOff.render(result),
   'generation-controls': (result) => generationControls.render(result),
   predict: (result) => predict.render(result),
   embeddings: (result) => embeddings.render(result),

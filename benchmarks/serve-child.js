@@ -22,14 +22,22 @@ export function pinSelfOffServerCpu() {
 /**
  * Starts `serve --models name=archive` (Node started with `nodeFlags`, by default the serving
  * flags as the batchserve bin's shebang gives them; `env` added to this process's) and resolves
- * once it listens, with its URLs, its bench target, its `pid` (the server's own) and `stop()`
+ * once it listens (`serveBin`: another build's bin, to compare builds), with its URLs, its bench target, its `pid` (the server's own) and `stop()`
  * (SIGTERM, then the exit code).
  */
-export async function serveChild({ name, archive, dir, pinned, nodeFlags = SERVING_NODE_FLAGS, env = {} }) {
+export async function serveChild({
+  name,
+  archive,
+  dir,
+  pinned,
+  nodeFlags = SERVING_NODE_FLAGS,
+  env = {},
+  serveBin = bin,
+}) {
   const keyFile = join(dir, `${name}.key`);
   const args = [
     ...nodeFlags,
-    bin,
+    serveBin,
     'serve',
     ...['--models', `${name}=${archive}`, '--key-file', keyFile, '--log-level', 'error'],
     ...['--port', '0', '--management-port', '0', '--metrics-port', '0', '--grpc-port', '0'],

@@ -35,6 +35,22 @@ export interface SubmitOptions {
   readonly signal?: AbortSignal;
   /** The place this request held while its body arrived; handed back as it is queued. */
   readonly reservation?: QueueReservation;
+  /** Set for a traced request only: the batcher notes its queue and batch on it. */
+  readonly trace?: TracedSubmission | undefined;
+}
+
+/**
+ * What the batcher notes of a traced request, from which the inference call makes its queue,
+ * batch and forward-pass spans. Times are trace-channels.ts's clock (epoch ms).
+ */
+export interface TracedSubmission {
+  /** The request's span, opaque here: what the other requests of its batch link to. */
+  readonly span: object;
+  queuedAt: number;
+  /** When its batch left for an instance. */
+  dispatchedAt: number;
+  /** The traced requests that rode in its batch, itself among them. */
+  batch: readonly TracedSubmission[];
 }
 
 /** A place in the queue held for a request admitted on its headers, before its body is read. */
@@ -75,6 +91,7 @@ export interface QueuedRequest {
   readonly enqueuedAt: number;
   /** Its priority level, 1 first. */
   readonly level: number;
+  readonly trace: TracedSubmission | undefined;
   state: 'queued' | 'running' | 'done';
   timer: unknown;
   detach: (() => void) | undefined;

@@ -111,6 +111,7 @@ export class Batcher {
         level,
         timeoutUs: effectiveTimeoutUs(config.defaultTimeoutUs, options.timeoutUs),
         signal: options.signal,
+        trace: options.trace,
         resolve,
         reject,
       });

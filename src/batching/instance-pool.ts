@@ -1,7 +1,7 @@
 import type { BatchTimings } from '../core/request.js';
 import { batchAnswered, batchDispatched, traceNow } from '../core/trace-channels.js';
 import type { BatchRunner } from './batch-runner.js';
-import type { BatcherObserver, QueuedRequest, SubmitResult } from './batch-request.js';
+import type { BatcherObserver, QueuedRequest, SubmitResult, TracedSubmission } from './batch-request.js';
 import type { Clock } from './clock.js';
 import { HANDOVER_BATCHES, HANDOVER_LEAD } from './tuning.js';
 
@@ -142,6 +142,14 @@ export class InstancePool {
       this.#expectedFreeAt.set(runner, endsAt);
     }
     const sentAt = traceNow();
+    let traced: TracedSubmission[] | undefined;
+    for (const queued of batch) if (queued.trace) (traced ??= []).push(queued.trace);
+    if (traced) {
+      for (const trace of traced) {
+        trace.dispatchedAt = sentAt;
+        trace.batch = traced;
+      }
+    }
     this.running += 1;
     const toFree = !this.#inFlight.has(runner);
     if (batchDispatched.hasSubscribers) {

@@ -1,7 +1,7 @@
 import { QueueTimeoutError, RequestCancelledError } from '../core/errors.js';
 import type { HandlerRequest } from '../core/request.js';
 import { requestQueued, traceNow } from '../core/trace-channels.js';
-import type { QueueReservation, QueuedRequest, SubmitResult } from './batch-request.js';
+import type { QueueReservation, QueuedRequest, SubmitResult, TracedSubmission } from './batch-request.js';
 import type { Clock } from './clock.js';
 import { FixedQueue } from './fixed-queue.js';
 
@@ -37,6 +37,7 @@ export interface Enqueued {
   /** µs; 0 = none. */
   readonly timeoutUs: number;
   readonly signal: AbortSignal | undefined;
+  readonly trace: TracedSubmission | undefined;
   readonly resolve: (result: SubmitResult) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -111,6 +112,7 @@ export class RequestQueue {
       shapeKey: entry.shapeKey,
       enqueuedAt: this.clock.now(),
       level: entry.level,
+      trace: entry.trace,
       state: 'queued',
       timer: undefined,
       detach: undefined,
@@ -131,6 +133,7 @@ export class RequestQueue {
     }
     group.levels[entry.level - 1]?.push(queued);
     if (requestQueued.hasSubscribers) requestQueued.publish({ rows: entry.rows, at: traceNow() });
+    if (entry.trace) entry.trace.queuedAt = traceNow();
     group.rows += entry.rows;
     this.#queuedRows += entry.rows;
     (this.#rowsAtLevel[entry.level - 1] as number) += entry.rows;

@@ -1,5 +1,6 @@
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
-import { grpcStatusKind, grpcTarget } from './grpc-channel.js';
+import type { ClientTls } from '../core/client-tls.js';
+import { grpcStatusKind, grpcTarget, isSecureGrpcUrl } from './grpc-channel.js';
 import type { Outcome } from './request-slot.js';
 
 /*
@@ -13,8 +14,10 @@ import type { Outcome } from './request-slot.js';
 
 /** What every request of a gRPC run sends. */
 export interface GrpcRequest {
-  /** `grpc://host:port`. */
+  /** `grpc://host:port`, or `grpcs://host:port` over TLS. */
   readonly url: string;
+  /** What a grpcs:// connection trusts and presents. */
+  readonly tls?: ClientTls;
   /** The method: `/inference.GRPCInferenceService/ModelInfer` or `…/ModelStreamInfer`. */
   readonly path: string;
   /** Serialized ModelInferRequests, sent in rotation (one, or `--input-pool`'s). */
@@ -49,9 +52,11 @@ export function requestHeaders(path: string): Record<string, string> {
 export class GrpcConnection {
   #session: ClientHttp2Session | undefined;
   readonly #origin: string;
+  readonly #tls: ClientTls;
 
-  constructor(url: string) {
-    this.#origin = `http://${grpcTarget(url)}`;
+  constructor(url: string, tls: ClientTls = {}) {
+    this.#origin = `${isSecureGrpcUrl(url) ? 'https' : 'http'}://${grpcTarget(url)}`;
+    this.#tls = tls;
   }
 
   request(headers: Record<string, string>): ClientHttp2Stream {
@@ -64,7 +69,7 @@ export class GrpcConnection {
   }
 
   #connect(): ClientHttp2Session {
-    const session = http2.connect(this.#origin, { settings: { initialWindowSize: WINDOW_BYTES } });
+    const session = http2.connect(this.#origin, { ...this.#tls, settings: { initialWindowSize: WINDOW_BYTES } });
     session.once('connect', () => session.setLocalWindowSize(WINDOW_BYTES));
     // Each stream on it fails with its own error, which is what gets counted.
     session.on('error', () => undefined);

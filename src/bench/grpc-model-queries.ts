@@ -1,5 +1,6 @@
 import { status, type Client, type ServiceError } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
+import type { ClientTls } from '../core/client-tls.js';
 import { ModelNotFoundError, UsageError } from '../core/errors.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
 import { inferenceProtocol } from '../protocol/grpc-messages.js';
@@ -24,8 +25,9 @@ export class GrpcModelQueries implements ModelQueries {
   constructor(
     readonly url: string,
     readonly model: string,
+    tls?: ClientTls,
   ) {
-    this.#client = grpcClient(url);
+    this.#client = grpcClient(url, tls);
   }
 
   async metadata(): Promise<ModelMetadata> {

@@ -30,7 +30,7 @@ export class GrpcStreamTransport implements LoadTransport {
   #slots = 0;
 
   constructor(request: GrpcRequest, settle: Settle) {
-    this.#connection = new GrpcConnection(request.url);
+    this.#connection = new GrpcConnection(request.url, request.tls);
     this.#headers = requestHeaders(request.path);
     this.#bodies = request.bodies;
     this.#turn = new Rotation(request.bodies.map((_, index) => index));

@@ -23,7 +23,7 @@ export class GrpcUnaryTransport implements LoadTransport {
   readonly #settle: Settle;
 
   constructor(request: GrpcRequest, settle: Settle) {
-    this.#connection = new GrpcConnection(request.url);
+    this.#connection = new GrpcConnection(request.url, request.tls);
     this.#headers = requestHeaders(request.path);
     this.#frames = new Rotation(request.bodies).map(framed);
     this.#settle = settle;

@@ -1,4 +1,5 @@
 import { Client, Pool, type Dispatcher } from 'undici';
+import type { ClientTls } from '../core/client-tls.js';
 import { RequestSlot, type LoadTransport, type Settle } from './request-slot.js';
 import { Rotation } from './rotation.js';
 
@@ -9,6 +10,8 @@ export interface HttpRequest {
   readonly headers: Record<string, string>;
   /** Sent in rotation: one body, or `--input-pool`'s. */
   readonly bodies: readonly Uint8Array[];
+  /** What an https:// origin's connections trust and present. */
+  readonly tls?: ClientTls;
 }
 
 /** One request per connection at a time; undici's own timeouts off: the engine's sweep times requests. */
@@ -27,6 +30,7 @@ const VERSION_HEADER = Buffer.from('x-model-version');
 export class HttpTransport implements LoadTransport {
   readonly #options: Rotation<Dispatcher.DispatchOptions>;
   readonly #origin: string;
+  readonly #connect: Client.Options;
   readonly #dispatchers: Dispatcher[] = [];
   readonly #connections: number;
   readonly #settle: Settle;
@@ -34,6 +38,7 @@ export class HttpTransport implements LoadTransport {
 
   constructor(request: HttpRequest, connections: number, settle: Settle) {
     this.#origin = request.origin;
+    this.#connect = { ...CONNECTION_OPTIONS, ...(request.tls ? { connect: request.tls } : {}) };
     this.#connections = connections;
     this.#settle = settle;
     this.#options = new Rotation(request.bodies).map((body) => ({
@@ -45,14 +50,14 @@ export class HttpTransport implements LoadTransport {
   }
 
   ownSlot(): RequestSlot {
-    const client = new Client(this.#origin, CONNECTION_OPTIONS);
+    const client = new Client(this.#origin, this.#connect);
     this.#dispatchers.push(client);
     return new HttpSlot(this.#settle, client, this.#options);
   }
 
   sharedSlot(): RequestSlot {
     if (!this.#pool) {
-      this.#pool = new Pool(this.#origin, { ...CONNECTION_OPTIONS, connections: this.#connections });
+      this.#pool = new Pool(this.#origin, { ...this.#connect, connections: this.#connections });
       this.#dispatchers.push(this.#pool);
     }
     return new HttpSlot(this.#settle, this.#pool, this.#options);

@@ -3,13 +3,16 @@ import { build, type Histogram } from 'hdr-histogram-js';
 import { GrpcStreamTransport } from './grpc-stream-transport.js';
 import { GrpcUnaryTransport } from './grpc-unary-transport.js';
 import { HttpTransport } from './http-transport.js';
+import type { ClientTls } from '../core/client-tls.js';
 import type { LoadLevel, Protocol } from './report-types.js';
 import type { LoadTransport, Outcome, RequestSlot, Settle } from './request-slot.js';
 
 /** One thread's share of a load level: plain data, so it can be handed to a worker thread. */
 export interface EngineSettings {
-  /** The server: `http://…` for the REST protocols, `grpc://host:port` for gRPC. */
+  /** The server: `http://…` (or `https://`) for the REST protocols, `grpc://host:port` (or `grpcs://`) for gRPC. */
   readonly url: string;
+  /** What TLS connections trust and present. */
+  readonly tls?: ClientTls;
   readonly protocol: Protocol;
   /** The HTTP path, or the gRPC method's. */
   readonly path: string;

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { decodeFromCompressedBase64, encodeIntoCompressedBase64, type Histogram } from 'hdr-histogram-js';
+import type { ClientTls } from '../core/client-tls.js';
 import { UsageError } from '../core/errors.js';
 import { isGrpcProtocol, isGrpcUrl } from './grpc-channel.js';
 import { LoadEngine, newHistogram, type EngineSettings, type WindowSample } from './load-engine.js';
@@ -51,6 +52,8 @@ export interface LoadOptions {
   readonly requestTimeoutMs: number;
   /** Worker threads to spread the client over (the load is split evenly); 1 = this thread. */
   readonly workers?: number;
+  /** What https:// and grpcs:// connections trust and present (`--tls-ca`, `--tls-cert`, `--tls-key`). */
+  readonly tls?: ClientTls;
   readonly onWindow?: (progress: WindowProgress) => void;
   /** Also return the measured latencies' histogram (`LoadResult.latencyHistogram`), to pool with others. */
   readonly keepHistogram?: boolean;
@@ -110,6 +113,7 @@ export async function runLoad(baseUrl: string, payload: RequestPayload, options:
     connections: Math.ceil(OPEN_LOOP_CONNECTIONS / shares.length),
     requestTimeoutMs: options.requestTimeoutMs,
     budget: budgets[index] as number,
+    ...(options.tls ? { tls: options.tls } : {}),
   }));
   const engines: EngineHandle[] =
     settings.length === 1 ? [new LocalEngine(settings[0] as EngineSettings)] : await spawnWorkers(settings);

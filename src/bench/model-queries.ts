@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { UsageError } from '../core/errors.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
 import { fetchModelMetadata, type ModelMetadata } from './payload.js';
@@ -19,10 +19,14 @@ export interface ModelQueries {
 }
 
 /** A JSON answer, or a UsageError that says what the server said. */
-export async function getJson(url: string, init: { method?: 'GET' | 'PUT'; token?: string } = {}): Promise<unknown> {
+export async function getJson(
+  url: string,
+  init: { method?: 'GET' | 'PUT'; token?: string; dispatcher?: Dispatcher } = {},
+): Promise<unknown> {
   let response;
   try {
     response = await request(url, {
+      ...(init.dispatcher ? { dispatcher: init.dispatcher } : {}),
       method: init.method ?? 'GET',
       headers: init.token ? { authorization: `Bearer ${init.token}` } : {},
     });
@@ -68,24 +72,28 @@ export function serverPointOf(config: TritonBatchingConfig): ServerPoint {
 /** The REST inference API's model routes: /v2/models/{model}, …/config, …/stats. */
 export class RestModelQueries implements ModelQueries {
   readonly #modelUrl: string;
+  readonly #init: { dispatcher?: Dispatcher };
 
+  /** `dispatcher`: the connections to use (an https:// server's with --tls-ca), else undici's global one. */
   constructor(
     readonly inferenceUrl: string,
     readonly model: string,
+    dispatcher?: Dispatcher,
   ) {
     this.#modelUrl = `${inferenceUrl}/v2/models/${encodeURIComponent(model)}`;
+    this.#init = dispatcher ? { dispatcher } : {};
   }
 
   metadata(): Promise<ModelMetadata> {
-    return fetchModelMetadata(this.inferenceUrl, this.model);
+    return fetchModelMetadata(this.inferenceUrl, this.model, this.#init.dispatcher);
   }
 
   async config(): Promise<ServerPoint> {
-    return serverPointOf((await getJson(`${this.#modelUrl}/config`)) as TritonBatchingConfig);
+    return serverPointOf((await getJson(`${this.#modelUrl}/config`, this.#init)) as TritonBatchingConfig);
   }
 
   async stats(): Promise<readonly ModelStatsJson[]> {
-    const body = (await getJson(`${this.#modelUrl}/stats`)) as { model_stats: ModelStatsJson[] };
+    const body = (await getJson(`${this.#modelUrl}/stats`, this.#init)) as { model_stats: ModelStatsJson[] };
     return someStatistics(body.model_stats, this.model);
   }
 

@@ -1,4 +1,5 @@
 import { Agent, request } from 'undici';
+import type { ClientTls } from '../core/client-tls.js';
 import { mulberry32 } from '../core/random.js';
 
 export type OpenAiApi = 'completions' | 'chat' | 'embeddings';
@@ -24,6 +25,8 @@ export interface OpenAiLoadOptions {
   readonly warmupMs: number;
   readonly durationMs: number;
   readonly seed: number;
+  /** What an https:// URL's connections trust and present. */
+  readonly tls?: ClientTls;
   readonly onProgress?: (text: string) => void;
 }
 
@@ -68,7 +71,11 @@ function percentiles(values: number[]): Percentiles {
  * Completions and chat are streamed (with the usage chunk, so tokens are the server's count).
  */
 export async function runOpenAiLoad(options: OpenAiLoadOptions): Promise<OpenAiPoint[]> {
-  const dispatcher = new Agent({ connections: Math.max(...options.concurrency), pipelining: 1 });
+  const dispatcher = new Agent({
+    connections: Math.max(...options.concurrency),
+    pipelining: 1,
+    ...(options.tls ? { connect: options.tls } : {}),
+  });
   try {
     const points: OpenAiPoint[] = [];
     for (const concurrency of options.concurrency) {

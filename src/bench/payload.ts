@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { InputFileError, ModelNotFoundError, UsageError } from '../core/errors.js';
 import { isDatatype, type Datatype } from '../core/datatypes.js';
 import { grpcInferRequest, type RawInput } from './grpc-payload.js';
@@ -58,12 +58,20 @@ export interface RandomPayloadOptions {
   readonly shapeOverrides?: Record<string, number[]>;
 }
 
-export async function fetchModelMetadata(inferenceUrl: string, model: string): Promise<ModelMetadata> {
+export async function fetchModelMetadata(
+  inferenceUrl: string,
+  model: string,
+  dispatcher?: Dispatcher,
+): Promise<ModelMetadata> {
   const url = `${inferenceUrl.replace(/\/+$/, '')}/v2/models/${encodeURIComponent(model)}`;
   let status: number;
   let text: string;
   try {
-    const response = await request(url, { headersTimeout: 10_000, bodyTimeout: 10_000 });
+    const response = await request(url, {
+      headersTimeout: 10_000,
+      bodyTimeout: 10_000,
+      ...(dispatcher ? { dispatcher } : {}),
+    });
     status = response.statusCode;
     text = await response.body.text();
   } catch (error) {

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readArchiveContents } from '../archive/read.js';
 import { openArchive } from '../archive/source.js';
+import { Agent } from 'undici';
+import type { ClientTls } from '../core/client-tls.js';
 import { ModelLoadError, UsageError } from '../core/errors.js';
 import { SERVING_NODE_FLAGS } from '../core/serving-node-flags.js';
 import type { ModelStatsJson } from '../metrics/model-statistics.js';
@@ -39,6 +41,8 @@ const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url)
 export class RemoteTarget implements BenchTarget {
   readonly #queries: ModelQueries;
   readonly #management: { url: string; token?: string } | undefined;
+  /** With `tls`: the REST calls' connections, trusting and presenting its files. */
+  readonly #dispatcher: Agent | undefined;
   /** The configuration found before the sweep's first change, to put back at the end. */
   #found: ServerPoint | undefined;
 
@@ -46,10 +50,12 @@ export class RemoteTarget implements BenchTarget {
     readonly inferenceUrl: string,
     readonly model: string,
     management?: { url: string; token?: string },
+    tls?: ClientTls,
   ) {
+    this.#dispatcher = tls ? new Agent({ connect: tls }) : undefined;
     this.#queries = isGrpcUrl(inferenceUrl)
-      ? new GrpcModelQueries(inferenceUrl, model)
-      : new RestModelQueries(inferenceUrl, model);
+      ? new GrpcModelQueries(inferenceUrl, model, tls)
+      : new RestModelQueries(inferenceUrl, model, this.#dispatcher);
     this.#management = management;
   }
 
@@ -92,6 +98,7 @@ export class RemoteTarget implements BenchTarget {
     await getJson(`${management.url}/models/${encodeURIComponent(this.model)}?${query}`, {
       method: 'PUT',
       ...(management.token ? { token: management.token } : {}),
+      ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
     });
   }
 
@@ -99,9 +106,9 @@ export class RemoteTarget implements BenchTarget {
     return this.#queries.stats();
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
     this.#queries.close();
-    return Promise.resolve();
+    await this.#dispatcher?.close();
   }
 }
 

@@ -1,16 +1,20 @@
 import { Option, type Command } from 'commander';
 import type { BenchCommandOptions } from './bench.js';
 import { commaList } from './options.js';
+import { withTlsClient } from './tls-options.js';
 
 /** Flags only: the bench's modules load when the command runs. */
 export function registerBench(program: Command): void {
-  program
+  const bench = program
     .command('bench')
     .description(
       'drive a server across batch sizes × delays × load levels; fit T(B) = c + m·B and report the 1 + c/m ceiling',
     )
     .argument('[archive]', 'a .mar to serve and sweep (bench starts and stops serve itself)')
-    .option('--url <url>', 'a running server instead of an archive: its inference API, http://… or grpc://host:port')
+    .option(
+      '--url <url>',
+      'a running server instead of an archive: its inference API, http://… or grpc://host:port (https://, grpcs:// with TLS)',
+    )
     .option('--model <name>', 'the model to drive on --url')
     .option('--management-url <url>', "the --url server's management API, needed to sweep it")
     .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else the key file)')
@@ -97,9 +101,9 @@ export function registerBench(program: Command): void {
     .option(
       '--response-format <json_object|file.json>',
       '--openai: every answer bound to JSON (json_object) or to the JSON schema in a file: what constrained decoding costs',
-    )
-    .action(async (archive: string | undefined, options: BenchCommandOptions) => {
-      const { runBench } = await import('./bench.js');
-      await runBench(archive, options);
-    });
+    );
+  withTlsClient(bench).action(async (archive: string | undefined, options: BenchCommandOptions) => {
+    const { runBench } = await import('./bench.js');
+    await runBench(archive, options);
+  });
 }

@@ -4,6 +4,7 @@ import { runOpenAiLoad, type OpenAiApi } from '../bench/openai-load.js';
 import { renderOpenAiTable } from '../bench/openai-report.js';
 import { durationOption, integerOption } from './options.js';
 import { startSpinner } from './spinner.js';
+import { readTlsClient } from './tls-options.js';
 
 export interface OpenAiBenchOptions {
   url?: string;
@@ -18,6 +19,9 @@ export interface OpenAiBenchOptions {
   duration: string;
   warmup: string;
   json?: string;
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
 /** "64" or "8-256": the range each request's max_tokens is drawn from. */
@@ -49,6 +53,7 @@ export async function runOpenAiBench(archive: string | undefined, options: OpenA
     throw new UsageError('--openai drives a running server: give --url and --model, not an archive');
   }
   if (!options.concurrency?.length) throw new UsageError('--openai needs --concurrency levels, e.g. 1,8,32');
+  const tls = await readTlsClient(options);
   const spinner = startSpinner('starting');
   let points;
   try {
@@ -65,6 +70,7 @@ export async function runOpenAiBench(archive: string | undefined, options: OpenA
       warmupMs: durationOption(options.warmup, '--warmup') / 1000,
       durationMs: durationOption(options.duration, '--duration') / 1000,
       seed: 1,
+      ...(tls ? { tls } : {}),
       onProgress: (text) => (spinner.text = text),
     });
   } finally {

@@ -16,9 +16,11 @@ import { durationOption, integerOption } from './options.js';
 import { managementToken } from './management-client.js';
 import { startSpinner } from './spinner.js';
 import { runOpenAiBench } from './bench-openai.js';
+import { readTlsClient, type TlsClientOptions } from './tls-options.js';
+import type { ClientTls } from '../core/client-tls.js';
 import type { OpenAiApi } from '../bench/openai-load.js';
 
-export interface BenchCommandOptions {
+export interface BenchCommandOptions extends TlsClientOptions {
   url?: string;
   model?: string;
   managementUrl?: string;
@@ -82,6 +84,8 @@ export async function runBench(archive: string | undefined, options: BenchComman
   const baseline = options.baseline ? await readBaseline(options.baseline) : undefined;
   const sloP99Ms = options.sloP99 === undefined ? undefined : millis(options.sloP99, '--slo-p99');
   const plan = planTarget(options, sloP99Ms);
+  const tls = await readTlsClient(options);
+  if (tls && archive) throw new UsageError('--tls-ca, --tls-cert and --tls-key are for a server at --url');
 
   const spinner = startSpinner('starting');
   let inProcessSamples: BatchTimeSample[] | undefined;
@@ -108,7 +112,7 @@ export async function runBench(archive: string | undefined, options: BenchComman
         contentType: options.contentType ?? 'application/json',
         rows: integerOption(options.clientBatch, '--client-batch', 1),
         levels,
-        load: loadOptions(options),
+        load: loadOptions(options, tls),
         onProgress: (progress) => (spinner.text = progressText(progress)),
       });
     } else if (levels.length > 0 || plan) {
@@ -118,7 +122,7 @@ export async function runBench(archive: string | undefined, options: BenchComman
             grpc: isGrpcProtocol(protocol),
             ...(options.device ? { device: options.device } : {}),
           })
-        : new RemoteTarget(options.url as string, options.model as string, await managementOf(options));
+        : new RemoteTarget(options.url as string, options.model as string, await managementOf(options), tls);
       const result = await runSweep(target, {
         ...(options.batchSizes ? { batchSizes: integers(options.batchSizes, '--batch-sizes', 0) } : {}),
         ...(options.delays ? { delays: options.delays.map(delayOption) } : {}),
@@ -129,7 +133,7 @@ export async function runBench(archive: string | undefined, options: BenchComman
         ...(options.input ? { inputFile: options.input } : {}),
         inputPool: integerOption(options.inputPool, '--input-pool', 1),
         ...(plan ? { plan: { ...plan, arrival: options.arrival, ...PLAN_SEARCH } } : {}),
-        load: loadOptions(options),
+        load: loadOptions(options, tls),
         onProgress: (progress) => (spinner.text = progressText(progress)),
       });
       points = result.points;
@@ -180,7 +184,7 @@ async function writeReports(report: BenchReport, options: BenchCommandOptions): 
 }
 
 /** How each load level runs: the same for a sweep and for a plain HTTP server. */
-function loadOptions(options: BenchCommandOptions): SweepOptions['load'] {
+function loadOptions(options: BenchCommandOptions, tls: ClientTls | undefined): SweepOptions['load'] {
   const windowMs = millis(options.window, '--window');
   return {
     warmupMs: millis(options.warmup, '--warmup'),
@@ -191,6 +195,7 @@ function loadOptions(options: BenchCommandOptions): SweepOptions['load'] {
     requestTimeoutMs: 60_000,
     workers: integerOption(options.workers, '--workers', 1),
     ...(options.requests ? { maxRequests: integerOption(options.requests, '--requests', 1) } : {}),
+    ...(tls ? { tls } : {}),
   };
 }
 
@@ -245,17 +250,21 @@ function loadLevels(options: BenchCommandOptions): LoadLevel[] {
  */
 function benchProtocol(given: Protocol | undefined, url: string | undefined): Protocol {
   if (url === undefined) return given ?? 'v2-binary';
-  if (!/^(https?|grpc):\/\//i.test(url)) {
-    throw new UsageError(`--url ${url}: expected http://host:port or grpc://host:port`);
+  if (!/^(https?|grpcs?):\/\//i.test(url)) {
+    throw new UsageError(`--url ${url}: expected http://host:port or grpc://host:port (https://, grpcs:// with TLS)`);
   }
   // A grpc:// URL must name its port: grpcTarget refuses it otherwise.
   if (isGrpcUrl(url)) grpcTarget(url);
   const protocol = given ?? (isGrpcUrl(url) ? 'grpc' : 'v2-binary');
   if (isGrpcProtocol(protocol) && !isGrpcUrl(url)) {
-    throw new UsageError(`--protocol ${protocol} sends gRPC: give the server's grpc://host:port as --url, not ${url}`);
+    throw new UsageError(
+      `--protocol ${protocol} sends gRPC: give the server's grpc://host:port (grpcs:// with TLS) as --url, not ${url}`,
+    );
   }
   if (!isGrpcProtocol(protocol) && isGrpcUrl(url)) {
-    throw new UsageError(`--protocol ${protocol} sends HTTP: give the server's http:// inference URL, not ${url}`);
+    throw new UsageError(
+      `--protocol ${protocol} sends HTTP: give the server's http:// (or https://) inference URL, not ${url}`,
+    );
   }
   return protocol;
 }

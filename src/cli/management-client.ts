@@ -1,11 +1,14 @@
 import { readFile } from 'node:fs/promises';
-import { request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { ManagementCallError } from '../core/errors.js';
 import type { ManagementTargetOptions } from './options.js';
+import { readTlsClient } from './tls-options.js';
 
 export interface ManagementTarget {
   readonly url: string;
   readonly token: string | undefined;
+  /** With --tls-ca or a client certificate: the connections that trust and present them. */
+  readonly dispatcher?: Dispatcher;
 }
 
 /** A management token and the key file it was read from (undefined when given as a flag or variable). */
@@ -14,10 +17,14 @@ export interface ManagementToken {
   readonly file?: string;
 }
 
-/** The management URL and token a CLI command uses (see managementToken). */
+/** The management URL, token (see managementToken) and TLS files a CLI command uses. */
 export async function managementTarget(options: ManagementTargetOptions): Promise<ManagementTarget> {
-  const { token } = await managementToken(options);
-  return { url: options.managementUrl.replace(/\/+$/, ''), token };
+  const [{ token }, tls] = await Promise.all([managementToken(options), readTlsClient(options)]);
+  return {
+    url: options.managementUrl.replace(/\/+$/, ''),
+    token,
+    ...(tls ? { dispatcher: new Agent({ connect: tls }) } : {}),
+  };
 }
 
 /**
@@ -63,6 +70,7 @@ export async function callManagement(
   let response;
   try {
     response = await request(`${target.url}${path}`, {
+      ...(target.dispatcher ? { dispatcher: target.dispatcher } : {}),
       method,
       headers: {
         ...(target.token ? { authorization: `Bearer ${target.token}` } : {}),

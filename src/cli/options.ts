@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { parseDuration } from '../config/schema-kit.js';
 import { UsageError } from '../core/errors.js';
+import { withTlsClient, type TlsClientOptions } from './tls-options.js';
 
 /** Commander parser for options given comma-separated, repeated, or both. */
 export function commaList(value: string, previous: string[] = []): string[] {
@@ -49,7 +50,7 @@ export function durationOption(value: string, flag: string): number {
 }
 
 /** Where a management client command finds the server, and how it prints. */
-export interface ManagementTargetOptions {
+export interface ManagementTargetOptions extends TlsClientOptions {
   managementUrl: string;
   token?: string;
   tokenFile?: string;
@@ -58,16 +59,17 @@ export interface ManagementTargetOptions {
 
 /** The flags every management API client command takes. */
 export function withManagementTarget(command: Command): Command {
-  return command
-    .addOption(
-      new Option('--management-url <url>', "the server's management API")
-        .default('http://127.0.0.1:8081')
-        .env('BATCHSERVE_MANAGEMENT_URL'),
-    )
-    .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else the key file)')
-    .option(
-      '--token-file <path>',
-      'file holding the management token (default: the one serve writes, $BATCHSERVE_KEY_FILE or ./batchserve.key)',
-    )
-    .option('--json', 'print the answer as JSON', false);
+  return withTlsClient(
+    command
+      .addOption(
+        new Option('--management-url <url>', "the server's management API (https:// with TLS)")
+          .default('http://127.0.0.1:8081')
+          .env('BATCHSERVE_MANAGEMENT_URL'),
+      )
+      .option('--token <token>', 'management bearer token (default: $BATCHSERVE_TOKEN, else the key file)')
+      .option(
+        '--token-file <path>',
+        'file holding the management token (default: the one serve writes, $BATCHSERVE_KEY_FILE or ./batchserve.key)',
+      ),
+  ).option('--json', 'print the answer as JSON', false);
 }

@@ -123,6 +123,33 @@ export function registerServe(program: Command): void {
         "TorchServe's config.properties: its addresses, model_store, load_models, max_request_size and token keys, under --config and the flags; other keys are named at start",
       ),
     )
+    .addOption(flag('--tls-cert <file.pem>', "TLS on every port (https, grpcs): the server's certificate chain, PEM"))
+    .addOption(flag('--tls-key <file.pem>', "the certificate's private key, PEM (not encrypted)"))
+    .addOption(
+      flag(
+        '--tls-client-ca <file.pem>',
+        'require client certificates signed by these CAs (mutual TLS) on the --tls-client-auth APIs',
+      ),
+    )
+    .addOption(
+      flag(
+        '--otlp-endpoint <url>',
+        'export OpenTelemetry traces of inference requests over OTLP/HTTP to this collector base URL (/v1/traces is added), as OTEL_EXPORTER_OTLP_ENDPOINT',
+      ),
+    )
+    .addOption(
+      flag(
+        '--trace-sample-ratio <ratio>',
+        "the share of requests traced, 0 to 1, among those whose traceparent does not say the caller sampled them (those always are); default 1, or OTEL_TRACES_SAMPLER's",
+      ),
+    )
+    .addOption(
+      flag(
+        '--tls-client-auth <apis...>',
+        'with --tls-client-ca, the APIs that require a client certificate: inference, management, metrics, grpc (default management)',
+        commaList,
+      ),
+    )
     .addOption(
       flag(
         '--auth-mode <mode>',

@@ -43,6 +43,12 @@ export interface ServeCommandOptions {
   keyFile?: string;
   authMode?: 'single' | 'torchserve';
   tsConfig?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsClientCa?: string;
+  tlsClientAuth?: string[];
+  otlpEndpoint?: string;
+  traceSampleRatio?: string;
   stateFile?: string;
   predictionLog?: string;
   modelControl?: string;
@@ -77,7 +83,9 @@ export async function runServe(options: ServeCommandOptions, origin: OptionOrigi
   }
   for (const warning of propertyWarnings)
     server.logger.warn({ file: options.tsConfig }, `config.properties: ${warning}`);
-  // Listening before the block is printed: whoever reads it may signal at once.
+  // Listening before the block is printed: whoever reads it may signal at once. SIGHUP, which
+  // would end the process, reloads the certificates instead when there are some.
+  if (server.tls) process.on('SIGHUP', () => void server.reloadTls());
   const stopped = new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
@@ -172,7 +180,28 @@ async function resolveConfig(
     ...(options.keyFile ? { key_file: options.keyFile } : {}),
     ...(options.authMode ? { mode: options.authMode } : {}),
   };
-  const raw: Record<string, unknown> = { ...fromFile, ...flags, auth };
+  const tls = {
+    ...(properties?.config.tls as object),
+    ...(fromFile.tls ?? {}),
+    ...(options.tlsCert ? { cert: options.tlsCert } : {}),
+    ...(options.tlsKey ? { key: options.tlsKey } : {}),
+    ...(options.tlsClientCa ? { client_ca: options.tlsClientCa } : {}),
+    ...(options.tlsClientAuth ? { client_auth: options.tlsClientAuth } : {}),
+  };
+  const tracing = {
+    ...(fromFile.tracing ?? {}),
+    ...(options.otlpEndpoint ? { otlp_endpoint: options.otlpEndpoint } : {}),
+    ...(options.traceSampleRatio !== undefined
+      ? { sample_ratio: ratioOption(options.traceSampleRatio, name('traceSampleRatio')) }
+      : {}),
+  };
+  const raw: Record<string, unknown> = {
+    ...fromFile,
+    ...flags,
+    auth,
+    ...(Object.keys(tls).length > 0 ? { tls } : {}),
+    ...(Object.keys(tracing).length > 0 ? { tracing } : {}),
+  };
   // A storageUri naming one archive: that archive is what there is to serve.
   const models = raw.models;
   if (
@@ -219,4 +248,12 @@ async function batchserveCommand(): Promise<string> {
     if ((await realpath(join(dir, 'batchserve')).catch(() => undefined)) === self) return 'batchserve';
   }
   return /^[\w./:-]+$/.test(self) ? `node ${self}` : `node '${self.replaceAll("'", "'\\''")}'`;
+}
+
+/** A share from 0 to 1 (the schema checks the range, naming the key). */
+function ratioOption(value: string, flag: string): number {
+  const ratio = Number(value);
+  if (value.trim() === '' || !Number.isFinite(ratio))
+    throw new UsageError(`${flag}: expected a number from 0 to 1, got "${value}"`);
+  return ratio;
 }

@@ -55,17 +55,21 @@ function address(value: string, key: string): { host: string; port: number } {
 /**
  * Maps TorchServe's config.properties onto server.yaml: the three addresses (batchserve binds
  * every API to one host), the gRPC inference port, model_store, load_models, max_request_size
- * and token authorization. A key batchserve does elsewhere is named with where; any other key
+ * token authorization and TLS (certificate_file, private_key_file on https addresses). A key
+ * batchserve does elsewhere is named with where; any other key
  * is named as unused.
  */
 export function serverConfigOfProperties(properties: ReadonlyMap<string, string>): PropertiesReading {
   const config: Record<string, unknown> = {};
   const warnings: string[] = [];
   const auth: Record<string, unknown> = {};
+  const tls: Record<string, unknown> = {};
+  const plain: string[] = [];
+  const secure: string[] = [];
   let host: string | undefined;
   const bind = (key: string, portKey: string, value: string): void => {
     const parsed = address(value, key);
-    if (value.startsWith('https:')) warnings.push(`${key}: TLS is not served; put a proxy in front for https`);
+    (value.startsWith('https:') ? secure : plain).push(key);
     if (host !== undefined && parsed.host !== host) {
       warnings.push(`${key}: every API binds to one host, ${host} (the inference address's); not ${parsed.host}`);
     }
@@ -105,6 +109,18 @@ export function serverConfigOfProperties(properties: ReadonlyMap<string, string>
       case 'token_expiration_min':
         auth.key_expiration = `${Number(value) * 60}s`;
         break;
+      case 'certificate_file':
+        tls.cert = value;
+        break;
+      case 'private_key_file':
+        tls.key = value;
+        break;
+      case 'keystore':
+      case 'keystore_pass':
+      case 'keystore_type':
+        throw new UsageError(
+          `config.properties: ${key}: a Java keystore is not read; convert it to PEM and give certificate_file and private_key_file (openssl pkcs12 -in keystore.p12 -nokeys -out cert.pem; openssl pkcs12 -in keystore.p12 -nocerts -nodes -out key.pem; a JKS keystore first: keytool -importkeystore -srckeystore keystore.jks -destkeystore keystore.p12 -deststoretype PKCS12)`,
+        );
       default:
         warnings.push(
           Object.hasOwn(ELSEWHERE, key)
@@ -114,8 +130,34 @@ export function serverConfigOfProperties(properties: ReadonlyMap<string, string>
     }
   }
   if (host !== undefined) config.host = host;
+  tlsOfAddresses(tls, secure, plain, config, warnings);
   if (Object.keys(auth).length > 0) config.auth = auth;
   return { config, warnings };
+}
+
+/**
+ * TorchServe serves TLS on its https:// addresses, with certificate_file and private_key_file.
+ * batchserve's TLS covers every port or none: on with an https address, each http one named.
+ */
+function tlsOfAddresses(
+  tls: Record<string, unknown>,
+  secure: readonly string[],
+  plain: readonly string[],
+  config: Record<string, unknown>,
+  warnings: string[],
+): void {
+  const files = Object.keys(tls).length > 0;
+  if (secure.length === 0) {
+    if (files) warnings.push('certificate_file and private_key_file are not used: no address is https');
+    return;
+  }
+  if (!files) {
+    throw new UsageError(
+      `config.properties: ${secure.join(', ')} ${secure.length === 1 ? 'is' : 'are'} https: give certificate_file and private_key_file (PEM)`,
+    );
+  }
+  config.tls = tls;
+  for (const key of plain) warnings.push(`${key}: served over https too: TLS is on every port or none (gRPC too)`);
 }
 
 /** `all`, or `name=file.mar` / `file.mar` entries, files relative to the model store. */

@@ -66,6 +66,9 @@ export const ERRORS = {
   BS_ERR_FORBIDDEN:                 [403, 'PERMISSION_DENIED',   1,  "the server's config does not allow the request"],
   BS_ERR_MODEL_STORE_READ_ONLY:     [403, 'INVALID_ARGUMENT',    1,  'a download into a read-only model store'],
   BS_ERR_PORT_IN_USE:               [500, 'INTERNAL',            69, 'a port serve must listen on is taken'],
+  BS_ERR_TLS_FILE:                  [500, 'INTERNAL',            1,  'a TLS file is unreadable, not PEM, an encrypted key, or not the certificate\'s key'],
+  BS_ERR_TRACE_SETTING:             [400, 'INVALID_ARGUMENT',    1,  'a Triton trace setting batchserve does not take'],
+  BS_ERR_TRACING_OFF:               [409, 'FAILED_PRECONDITION', 1,  'trace settings for a server that exports no traces'],
   BS_ERR_MANAGEMENT_CALL:           [502, 'INTERNAL',            1,  "a CLI command's management API call failed"],
   BS_ERR_BENCH_GATE:                [400, 'INVALID_ARGUMENT',    1,  'bench --fail-on or --baseline found violations'],
   BS_ERR_ACCURACY_GATE:             [400, 'INVALID_ARGUMENT',    1,  "a converted model's answers differ beyond the limits"],
@@ -262,6 +265,24 @@ export class ModelStoreReadOnlyError extends coded('BS_ERR_MODEL_STORE_READ_ONLY
  */
 export class PortInUseError extends coded('BS_ERR_PORT_IN_USE') {}
 
+/**
+ * A TLS file (a certificate, a key, a CA bundle) that cannot be used: unreadable, not PEM, an
+ * encrypted key, or a key that is not the certificate's. The message names the file. At
+ * `serve` it stops the start; on a SIGHUP reload it is logged and the certificates in use stay.
+ */
+export class TlsFileError extends coded('BS_ERR_TLS_FILE') {}
+
+// --- tracing -------------------------------------------------------------------
+
+/**
+ * A Triton trace setting (`POST /v2[/models/{m}]/trace/setting`) that is not one batchserve
+ * takes: an unknown name, a value out of range, or a Triton-mode file setting.
+ */
+export class TraceSettingError extends coded('BS_ERR_TRACE_SETTING') {}
+
+/** Trace settings were posted to a server that exports no traces (no `--otlp-endpoint`). */
+export class TracingOffError extends coded('BS_ERR_TRACING_OFF') {}
+
 // --- management clients ------------------------------------------------------
 
 /** A CLI command's call to the management API failed: unreachable, or answered with an error. */
@@ -360,6 +381,9 @@ export const errorClasses = [
   ForbiddenError,
   ModelStoreReadOnlyError,
   PortInUseError,
+  TlsFileError,
+  TraceSettingError,
+  TracingOffError,
   ManagementCallError,
   BenchGateError,
   AccuracyGateError,

@@ -87,7 +87,8 @@ export class ModelRepository {
   }
 
   /**
-   * Loads an archive as a new version of its model. The manifest is read first, so a version
+   * Loads an archive as a new version of its model, logged at info (at start, by the
+   * management API, a v2 repository load or a poll alike; unloads too). The manifest is read first, so a version
    * the policy refuses or one already loaded costs no extraction. Under `latest: N`, versions
    * that fall out of the N highest are drained and unloaded before this resolves.
    * `keepDefault` (loads while serving): the model's current default stays the default, so a
@@ -134,6 +135,10 @@ export class ModelRepository {
       }
       this.#failures.delete(key);
       if (identity.fingerprint !== undefined) this.#fingerprints.set(key, identity.fingerprint);
+      this.#options.logger?.info(
+        { model: model.name, version: model.version, seconds: model.loadSeconds, archive: archivePath },
+        'model loaded',
+      );
       return model;
     } catch (error) {
       // "Already loaded" says nothing of the archive, and would outlive the version it names.
@@ -453,6 +458,7 @@ export class ModelRepository {
       if (this.#defaults.get(name) === model.version) this.#defaults.delete(name);
     }
     if (versions?.size === 0) this.#models.delete(name);
+    for (const model of targets) this.#options.logger?.info({ model: name, version: model.version }, 'model unloaded');
     return targets;
   }
 

@@ -6,6 +6,7 @@ import type { FinishReason, GenerationEvents, GenerationSubmission } from './gen
 import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
 import type { ResponseFormat } from './grammar.js';
 import { fromWireError } from './worker-protocol.js';
+import { traceNow } from '../core/trace-channels.js';
 
 export interface GenerationRequest {
   readonly promptIds: readonly number[];
@@ -29,6 +30,14 @@ export interface GenerationRequest {
    * in it any more), with the tokens drawn since the last piece when logprobs were asked.
    */
   readonly onText?: (text: string, choice: number, tokens: readonly TokenLogprobs[]) => void;
+  /** Set for a traced request only: the generator notes on it when its prefill began and ended. */
+  readonly trace?: GenerationTrace | undefined;
+}
+
+/** When a traced sequence went to its engine and when its first token came back (trace-channels.ts's clock, epoch ms). */
+export interface GenerationTrace {
+  submittedAt: number;
+  firstTokenAt: number;
 }
 
 /** A drawn token as the routes report it: its id, its log probability, the likeliest alternatives [id, logprob]. */
@@ -168,6 +177,7 @@ export class Generator {
         },
       };
       for (let choice = 0; choice < choices; choice++) this.#pending.set(id + choice, { pending, choice });
+      if (request.trace) request.trace.submittedAt = traceNow();
       try {
         channel.submitGeneration({
           id,
@@ -238,8 +248,10 @@ export class Generator {
       const { pending, choice } = found;
       // Timed by the first answer: the others step with it.
       if (choice === 0) {
-        if (pending.lastTokenAt === undefined) this.observer?.firstToken((now - pending.startedAt) / 1000);
-        else this.observer?.nextToken((now - pending.lastTokenAt) / 1000);
+        if (pending.lastTokenAt === undefined) {
+          this.observer?.firstToken((now - pending.startedAt) / 1000);
+          if (pending.request.trace) pending.request.trace.firstTokenAt = traceNow();
+        } else this.observer?.nextToken((now - pending.lastTokenAt) / 1000);
         pending.lastTokenAt = now;
       }
       const unsent = pending.unsent[choice] as TokenLogprobs[];

@@ -32,6 +32,7 @@ import { grpcError } from './grpc-status.js';
 import { asTensors, missingOutput, platformOf, V2_EXTENSIONS } from './inference-api.js';
 import { tensorWork, type Infer } from './inference-call.js';
 import { tritonModelConfig } from './triton-config.js';
+import type { TraceSettings, TraceSettingsJson } from './trace-settings.js';
 
 export interface GrpcApiOptions {
   readonly repository: ModelRepository;
@@ -47,6 +48,8 @@ export interface GrpcApiOptions {
   readonly maxStreams: number;
   /** Bytes of metadata one call may carry (grpc_max_metadata_size). */
   readonly maxMetadataBytes: number;
+  /** Triton's trace settings, as the REST route reads and sets them. */
+  readonly traceSettings: TraceSettings;
 }
 
 /** A stream's bookkeeping: it ends once the client is done (or the server drains) and nothing is pending. */
@@ -71,7 +74,6 @@ const UNIMPLEMENTED: Record<string, string> = {
   CudaSharedMemoryStatus: `CUDA ${SHARED_MEMORY}`,
   CudaSharedMemoryRegister: `CUDA ${SHARED_MEMORY}`,
   CudaSharedMemoryUnregister: `CUDA ${SHARED_MEMORY}`,
-  TraceSetting: 'trace settings; requests are traced in the prediction log and metrics',
   LogSettings: 'log settings; choose them at start with --log-level',
 };
 
@@ -176,6 +178,21 @@ export class GrpcInferenceApi {
         );
       },
       ModelStreamInfer: (call: ServerDuplexStream<Buffer, object>) => this.#stream(call),
+      // Triton's TraceSetting: no settings reads them; an empty value gives a model's setting back to the global one.
+      TraceSetting: unary(
+        async (request: { settings?: Record<string, { value?: string[] }>; model_name?: string }, call) => {
+          const model = request.model_name || undefined;
+          if (model !== undefined) repository.get(model);
+          const entries = Object.entries(request.settings ?? {});
+          const { traceSettings } = this.#options;
+          if (entries.length === 0) return { settings: settingValues(traceSettings.read(model)) };
+          this.#options.keys?.check('management', firstString(call.metadata, 'authorization'));
+          const body = Object.fromEntries(
+            entries.map(([name, { value = [] }]) => [name, value.length === 0 ? null : value]),
+          );
+          return { settings: settingValues(traceSettings.update(model, body)) };
+        },
+      ),
     };
     for (const [rpc, what] of Object.entries(UNIMPLEMENTED)) {
       handlers[rpc] = (_call: unknown, callback: (error: Partial<ServiceError>) => void) =>
@@ -370,6 +387,13 @@ export class GrpcInferenceApi {
   #message(type: string, value: object): object {
     return this.#types.lookupType(`inference.${type}`).fromObject(value);
   }
+}
+
+/** Trace settings as TraceSettingResponse's map holds them: each value a list of strings. */
+function settingValues(settings: TraceSettingsJson): Record<string, { value: string[] }> {
+  return Object.fromEntries(
+    Object.entries(settings).map(([name, value]) => [name, { value: Array.isArray(value) ? value : [value] }]),
+  );
 }
 
 /** A message larger than the model's largest batch can hold is refused before it is decoded. */

@@ -8,10 +8,11 @@ import { INFERENCE_SERVICE, inferenceProtocol } from '../protocol/grpc-messages.
 import type { GrpcInferenceApi } from './grpc-api.js';
 import { bindError, type ApiPort } from './ports.js';
 import type { ServerConfig } from './server-config.js';
+import type { ServerTls } from './tls.js';
 
 /** The running gRPC port: its address, and how it stops. */
 export interface GrpcEndpoint {
-  /** `grpc://host:port`. */
+  /** `grpc://host:port`, or `grpcs://host:port` with TLS. */
   readonly url: string;
   /** Refuses new calls and streams, ends open streams once their answers are written; resolves when every call is done. */
   drain(): Promise<void>;
@@ -22,12 +23,14 @@ export interface GrpcEndpoint {
 /**
  * Starts the gRPC server: Triton's inference service, the standard `grpc.health.v1.Health`
  * (Kubernetes gRPC probes: NOT_SERVING once a drain starts) and server reflection (grpcurl
- * needs no proto files). Messages up to `max_request_size` are taken, as on REST.
+ * needs no proto files). Messages up to `max_request_size` are taken, as on REST. With `tls`,
+ * only TLS connections are taken, and the certificates follow its reloads.
  */
 export async function startGrpcServer(
   config: ServerConfig,
   api: GrpcInferenceApi,
   port: ApiPort,
+  tls?: ServerTls,
 ): Promise<GrpcEndpoint> {
   const server = new Server({
     'grpc.max_receive_message_length': config.max_request_size,
@@ -45,7 +48,8 @@ export async function startGrpcServer(
 
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   const bound = await new Promise<number>((ready, fail) => {
-    server.bindAsync(`${host}:${port.port}`, ServerCredentials.createInsecure(), (error, chosen) => {
+    const credentials = tls ? tls.grpcCredentials() : ServerCredentials.createInsecure();
+    server.bindAsync(`${host}:${port.port}`, credentials, (error, chosen) => {
       if (error) {
         const code = /EADDRINUSE|address already in use/i.test(error.message) ? 'EADDRINUSE' : undefined;
         fail(bindError(Object.assign(error, code ? { code } : {}), port, config.host));
@@ -54,7 +58,7 @@ export async function startGrpcServer(
   });
   widenSessionWindows(server);
   return {
-    url: `grpc://${host}:${bound}`,
+    url: `${tls ? 'grpcs' : 'grpc'}://${host}:${bound}`,
     drain: () => {
       health.setStatus('', 'NOT_SERVING');
       health.setStatus(INFERENCE_SERVICE, 'NOT_SERVING');

@@ -1,5 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 
 /**
  * How long a connection must sit idle in a drain before it is closed. A keep-alive client sends
@@ -27,7 +28,8 @@ export class HttpConnections {
 
   constructor(server: Server) {
     this.#server = server;
-    server.on('connection', (socket: Socket) => {
+    // An HTTPS server's requests come on the TLS socket, which 'secureConnection' gives.
+    server.on(server instanceof TlsServer ? 'secureConnection' : 'connection', (socket: Socket) => {
       this.#answers.set(socket, new Set());
       socket.once('close', () => this.#forget(socket));
     });

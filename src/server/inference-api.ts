@@ -6,6 +6,7 @@ import {
   InferenceFailedError,
   InferenceInputError,
   NotImplementedError,
+  TraceSettingError,
   UsageError,
 } from '../core/errors.js';
 import { shownError } from '../core/quote.js';
@@ -21,6 +22,7 @@ import type { TrafficControl } from '../traffic/traffic-control.js';
 import { responseWritten, traceNow } from '../core/trace-channels.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { authenticated, type KeyRing } from './auth.js';
+import type { TraceSettings } from './trace-settings.js';
 import {
   checkDeclaredLength,
   mediaType,
@@ -41,6 +43,7 @@ export const V2_EXTENSIONS = [
   'statistics',
   'model_repository',
   'model_configuration',
+  'trace',
 ];
 export const PLATFORM = 'onnxruntime_onnx';
 
@@ -61,6 +64,8 @@ export interface InferenceApiOptions {
   /** The inference call every model route makes. */
   readonly infer: Infer;
   readonly logs: PredictionLogs;
+  /** Triton's trace settings: which requests are traced (none when the server exports no traces). */
+  readonly traceSettings: TraceSettings;
 }
 
 const MODEL = '([^/]+)';
@@ -281,17 +286,25 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
           );
         },
       },
-      ...[/^\/v2\/trace\/setting$/, new RegExp(`^/v2/models/${MODEL}(?:/versions/([^/]+))?/trace/setting$`)].map(
-        (path): Route => ({
-          method,
-          path,
-          handle: async () => {
-            throw new NotImplementedError(
-              "Triton's trace extension is not served: batchserve keeps no per-request traces; each model's queue and compute times are in /v2/models/{model}/stats and the Prometheus histograms",
-            );
-          },
+    ]),
+    // Triton's trace extension: the sampling of the OpenTelemetry traces, global or per model.
+    ...[/^\/v2\/trace\/setting$/, new RegExp(`^/v2/models/${MODEL}/trace/setting$`)].flatMap((path): Route[] => [
+      {
+        method: 'GET',
+        path,
+        handle: async (_req, res, match) => {
+          sendJson(res, 200, options.traceSettings.read(traceScope(options.repository, match[0])));
+        },
+      },
+      {
+        method: 'POST',
+        path,
+        handle: authenticated(options.keys, 'management', async (req, res, match) => {
+          const model = traceScope(options.repository, match[0]);
+          const body = await readBody(req, options.maxRequestSize);
+          sendJson(res, 200, options.traceSettings.update(model, traceSettingsBody(body)));
         }),
-      ),
+      },
     ]),
     {
       method: 'POST',
@@ -319,6 +332,22 @@ function modelControl(options: InferenceApiOptions, handle: RouteHandler): Route
     };
   }
   return authenticated(options.keys, 'management', handle);
+}
+
+/** The model a trace setting route names (it must be served), or undefined for the global settings. */
+function traceScope(repository: ModelRepository, name: string | undefined): string | undefined {
+  if (name !== undefined) repository.get(name);
+  return name;
+}
+
+/** A trace settings body: a JSON object (empty: a model's settings given back to the global ones). */
+function traceSettingsBody(body: Buffer): unknown {
+  if (body.length === 0) return {};
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new TraceSettingError(`the trace settings body is not JSON: ${shownError(error)}`);
+  }
 }
 
 /** A repository load's body: empty, or `{"parameters": {…}}`. */

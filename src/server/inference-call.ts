@@ -5,6 +5,7 @@ import type { HandlerRequest } from '../core/request.js';
 import type { Tensors } from '../core/tensors.js';
 import { answeredTokens } from '../handlers/text-batch.js';
 import type { Protocol, ServerMetrics } from '../metrics/server-metrics.js';
+import { traceNow } from '../core/trace-channels.js';
 import { retarget, type PreparedRequest } from '../protocol/prepared-request.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { ModelRepository } from '../repository/model-repository.js';
@@ -14,6 +15,8 @@ import type { RouteChoice, StickyHeaders } from '../traffic/version-router.js';
 import type { KeyRing } from './auth.js';
 import { statusOf } from './http.js';
 import type { FinishedRequest, LoggedRequest, PredictionLogs } from './prediction-logging.js';
+import type { RequestTrace } from './request-trace.js';
+import type { RequestTracing } from './request-tracing.js';
 
 /**
  * The one inference call every front door makes, as Triton's HTTP and gRPC frontends both call
@@ -34,7 +37,8 @@ import type { FinishedRequest, LoggedRequest, PredictionLogs } from './predictio
  *  7. shadows (routed requests only), then inference: the version's batcher (and its response
  *     cache) or its generator;
  *  8. the answer, tokens counted, and one outcome for metrics, statistics, the canary and the
- *     prediction log, however the call ended.
+ *     prediction log, however the call ended;
+ *  9. with tracing on, the request's spans (tracing.ts), from the caller's `traceparent`.
  */
 export type Infer = <W extends Work>(head: CallHead, codec: Codec<W>) => Promise<void>;
 
@@ -137,13 +141,15 @@ export interface InferenceCallOptions {
   readonly isAccepting: () => boolean;
   /** Called once per request that reached a version, and once per shadow copy. */
   readonly requestFinished: (outcome: RequestOutcome) => void;
+  /** OpenTelemetry traces; undefined when off, and then no trace object is made. */
+  readonly tracing?: RequestTracing;
 }
 
 /** Request ids that can travel in a header: printable ASCII, and not too long to log. */
 export const HEADER_SAFE = /^[\x21-\x7e][\x20-\x7e]{0,255}$/;
 
 export function inferenceCall(options: InferenceCallOptions): Infer {
-  const { repository, traffic, logs, keys, isAccepting, requestFinished } = options;
+  const { repository, traffic, logs, keys, isAccepting, requestFinished, tracing } = options;
   const ready = (model: LoadedModel): boolean => isAccepting() && model.state === 'ready';
   // Decided once: only TorchServe's auth mode guards inference with a key.
   const guarded = keys?.guards('inference') === true ? keys : undefined;
@@ -216,6 +222,7 @@ export function inferenceCall(options: InferenceCallOptions): Infer {
     work: BatchedWork,
     reservation: QueueReservation | undefined,
     logged: LoggedRequest | undefined,
+    trace: RequestTrace | undefined,
   ): Promise<SubmitResult[]> => {
     const timeoutUs = sooner(work.timeoutUs, head.deadline);
     const options = {
@@ -238,13 +245,16 @@ export function inferenceCall(options: InferenceCallOptions): Infer {
       work.ownsBuffers && submissions.length === 1 && mirrored[0] === undefined && logged?.body === undefined;
     return Promise.all(
       submissions.map(async ({ request, rows, shapeKey }, index) => {
+        const traced = trace?.submission();
         const result = await model.infer(movable ? ({ ...request, movable: true } as HandlerRequest) : request, {
           rows,
           shapeKey,
           ...options,
           signal: head.signal,
           ...(index === 0 && reservation ? { reservation } : {}),
+          trace: traced,
         });
+        if (traced) traced.answeredAt = traceNow();
         mirrored[index]?.(result.response);
         return result;
       }),
@@ -256,12 +266,14 @@ export function inferenceCall(options: InferenceCallOptions): Infer {
     model: LoadedModel,
     work: GenerationWork,
     logged: LoggedRequest | undefined,
+    trace: RequestTrace | undefined,
   ): Promise<SubmitResult> => {
     const mirrored =
       head.version === undefined
         ? mirror(head, model, logged, (shadow) => generate(shadow, work.forShadow(shadow)))
         : undefined;
-    const result = await generate(model, { ...work.request, signal: head.signal });
+    const traced = trace?.generation();
+    const result = await generate(model, { ...work.request, signal: head.signal, trace: traced });
     mirrored?.(result.response);
     return result;
   };
@@ -277,61 +289,77 @@ export function inferenceCall(options: InferenceCallOptions): Infer {
     let early: Received | undefined;
     if (typeof named !== 'string') early = await codec.read();
     const name = typeof named === 'string' ? named : named(early as Received);
-    await recorded(
-      head.protocol,
-      true,
-      () => model,
-      () => logged,
-      async () => {
-        model = pick(head, name, choice);
-        requireReady(model);
-        codec.admit?.(model);
-        let reservation = codec.generates ? undefined : model.reserve();
-        try {
-          const received = early ?? (await codec.read());
-          if (!ready(model)) {
-            reservation?.release();
-            reservation = undefined;
-            model = pick(head, name, choice);
-            requireReady(model);
-          }
-          const answering = model;
-          if (logs.sample(answering)) {
-            const keeps = logs.keepsInputs(answering);
-            logged = {
-              routing: choice.routing,
-              stickyKey: choice.stickyKey,
-              id,
-              rows: 1,
-              body: keeps ? received.bytes : undefined,
-              contentType: received.contentType,
-              tensors: undefined,
-            };
-          }
-          const work = codec.decode(answering, received);
-          if (work.id !== undefined && HEADER_SAFE.test(work.id)) {
-            id = work.id;
-            head.tell('x-request-id', id);
-          }
-          let results: SubmitResult[];
-          if (work.kind === 'generation') {
-            results = [await runGeneration(head, answering, work, logged)];
-          } else {
-            if (logged) {
-              logged.id = id;
-              logged.rows = work.submissions.reduce((rows, submission) => rows + submission.rows, 0);
-              if (logged.body) logged.tensors = work.tensors;
+    const trace = tracing?.begin(head.headers.headers);
+    let results: SubmitResult[] | undefined;
+    try {
+      await recorded(
+        head.protocol,
+        true,
+        () => model,
+        () => logged,
+        async () => {
+          model = pick(head, name, choice);
+          requireReady(model);
+          codec.admit?.(model);
+          let reservation = codec.generates ? undefined : model.reserve();
+          try {
+            const received = early ?? (await codec.read());
+            if (!ready(model)) {
+              reservation?.release();
+              reservation = undefined;
+              model = pick(head, name, choice);
+              requireReady(model);
             }
-            results = await runBatched(head, answering, work, reservation, logged);
+            const answering = model;
+            trace?.open(name, answering, {
+              'batchserve.routing': choice.routing,
+              'batchserve.protocol': head.protocol,
+            });
+            if (logs.sample(answering)) {
+              const keeps = logs.keepsInputs(answering);
+              logged = {
+                routing: choice.routing,
+                stickyKey: choice.stickyKey,
+                id,
+                rows: 1,
+                body: keeps ? received.bytes : undefined,
+                contentType: received.contentType,
+                tensors: undefined,
+              };
+            }
+            const work = codec.decode(answering, received);
+            if (work.id !== undefined && HEADER_SAFE.test(work.id)) {
+              id = work.id;
+              head.tell('x-request-id', id);
+            }
+            if (work.kind === 'generation') {
+              results = [await runGeneration(head, answering, work, logged, trace)];
+            } else {
+              if (logged) {
+                logged.id = id;
+                logged.rows = work.submissions.reduce((rows, submission) => rows + submission.rows, 0);
+                if (logged.body) logged.tensors = work.tensors;
+              }
+              results = await runBatched(head, answering, work, reservation, logged, trace);
+            }
+            codec.answer(answering, work, results);
+            countTokens(answering, work, results);
+            return results[results.length - 1];
+          } finally {
+            reservation?.release();
           }
-          codec.answer(answering, work, results);
-          countTokens(answering, work, results);
-          return results[results.length - 1];
-        } finally {
-          reservation?.release();
-        }
-      },
-    );
+        },
+      );
+    } catch (error) {
+      if (trace) {
+        trace.open(name, model, { 'batchserve.protocol': head.protocol });
+        trace.end(statusOf(error), error instanceof BatchserveError ? error.code : undefined, {
+          'batchserve.request_id': id,
+        });
+      }
+      throw error;
+    }
+    trace?.end(200, undefined, { 'batchserve.request_id': id }, results);
   };
 }
 

@@ -1,10 +1,10 @@
 import { createServer, type Server } from 'node:net';
 import { PortInUseError, UsageError } from '../core/errors.js';
-import type { ServerConfig } from './server-config.js';
+import type { ApiName, ServerConfig } from './server-config.js';
 
 /** The APIs' ports, with the flag and variable that choose each. */
 export interface ApiPort {
-  readonly api: 'inference' | 'management' | 'metrics' | 'grpc';
+  readonly api: ApiName;
   readonly port: number;
   readonly flag: string;
 }

@@ -218,6 +218,52 @@ export const serverConfigSchema = {
         },
       },
     },
+    tls: {
+      kind: 'object',
+      optional: true,
+      description:
+        'TLS on every port (inference, management and metrics as https, gRPC as grpcs), TLS 1.2 and later only. The files are PEM, read at start (a bad or mismatched one stops it, in a line naming the file) and again on SIGHUP: new connections get the new certificates, open ones keep theirs and are not dropped.',
+      fields: {
+        cert: {
+          kind: 'string',
+          description: "The server's certificate chain (PEM): its own certificate first, then any intermediates.",
+        },
+        key: { kind: 'string', description: "The certificate's private key (PEM, not encrypted)." },
+        client_ca: {
+          kind: 'string',
+          description:
+            'CA certificates (PEM) that client certificates must be signed by (mutual TLS) on the APIs of `client_auth`; a client without one, or with one from another CA, fails the handshake.',
+        },
+        client_auth: {
+          kind: 'array',
+          items: { kind: 'enum', values: ['inference', 'management', 'metrics', 'grpc'], description: 'An API.' },
+          description:
+            "With `client_ca`, the APIs that require a client certificate. Default: `[management]`, which changes models; inference and gRPC keep the bearer keys of `auth` (TorchServe's inference key), and can be added, as Triton's gRPC takes a root certificate for mutual authentication.",
+        },
+      },
+    },
+    tracing: {
+      kind: 'object',
+      optional: true,
+      description:
+        "OpenTelemetry traces of inference requests, exported over OTLP/HTTP (JSON): a span per request with its queue, batch, forward pass and, for generation, time to first token, prefill and decode. Without an endpoint here or in `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) nothing is traced; the standard `OTEL_*` variables (`OTEL_EXPORTER_OTLP_HEADERS`, timeout and compression, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_SDK_DISABLED`) apply. Triton's `/v2[/models/{m}]/trace/setting` reads and sets the sampling while serving.",
+      fields: {
+        otlp_endpoint: {
+          kind: 'string',
+          pattern: /^https?:\/\/\S+$/,
+          patternHint: 'an http:// or https:// URL',
+          description:
+            "The collector's base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` means it: `/v1/traces` is added (e.g. `http://localhost:4318`).",
+        },
+        sample_ratio: {
+          kind: 'number',
+          min: 0,
+          max: 1,
+          description:
+            'The share of requests traced among those whose `traceparent` does not say the caller sampled them (those are always traced). Default: `OTEL_TRACES_SAMPLER_ARG` with `OTEL_TRACES_SAMPLER=traceidratio` (or parentbased_traceidratio), 0 with always_off, else 1.',
+        },
+      },
+    },
     model_control: {
       kind: 'enum',
       values: ['explicit', 'none', 'poll'],
@@ -294,11 +340,29 @@ export interface ServerConfig {
     readonly token?: string;
     readonly key_file: string;
   };
+  readonly tls?: TlsConfig;
+  readonly tracing?: TracingConfig;
   readonly model_control: 'explicit' | 'none' | 'poll';
   readonly allowed_urls: readonly string[];
   readonly model_policies?: Readonly<Record<string, ModelPolicy>>;
   readonly prediction_log?: string;
   readonly state_file: string;
+}
+
+/** The APIs, each on its own port. */
+export type ApiName = 'inference' | 'management' | 'metrics' | 'grpc';
+
+export interface TlsConfig {
+  readonly cert: string;
+  readonly key: string;
+  readonly client_ca?: string;
+  /** Where client certificates are required: `client_auth`, or management when only client_ca is given; none without client_ca. */
+  readonly client_auth: readonly ApiName[];
+}
+
+export interface TracingConfig {
+  readonly otlp_endpoint?: string;
+  readonly sample_ratio?: number;
 }
 
 export function validateServerConfig(raw: unknown, source: string): ServerConfig {
@@ -319,7 +383,7 @@ export function validateServerConfig(raw: unknown, source: string): ServerConfig
       "model_name: renames the model store's one model, so it needs `models: [all]` (--models all); a `name=path.mar` model is named already",
     );
   }
-  if (config) problems.push(...portClashes(config), ...repositoryProblems(config));
+  if (config) problems.push(...portClashes(config), ...repositoryProblems(config), ...tlsProblems(config));
   for (const [name, policy] of Object.entries(config?.model_policies ?? {})) {
     problems.push(...modelPolicyProblems(policy, `model_policies.${name}`));
   }
@@ -327,7 +391,32 @@ export function validateServerConfig(raw: unknown, source: string): ServerConfig
   return deepFreeze({
     ...config,
     model_control: config.model_control ?? (config.model_repository !== undefined ? 'none' : 'explicit'),
+    ...(config.tls ? { tls: { ...config.tls, client_auth: clientAuth(config.tls) } } : {}),
   });
+}
+
+/** A certificate needs its key; client certificates need a CA to check them against. */
+function tlsProblems(config: ServerConfig): string[] {
+  const tls = config.tls as Partial<TlsConfig> | undefined;
+  if (!tls) return [];
+  const problems: string[] = [];
+  if (tls.cert === undefined || tls.key === undefined) {
+    problems.push(
+      `tls: needs both cert and key (--tls-cert and --tls-key); got ${tls.cert === undefined ? 'no cert' : 'no key'}`,
+    );
+  }
+  if (tls.client_auth !== undefined && tls.client_ca === undefined) {
+    problems.push('tls.client_auth: client certificates are checked against tls.client_ca (--tls-client-ca); give it');
+  }
+  if (tls.client_auth?.length === 0 && tls.client_ca !== undefined) {
+    problems.push('tls.client_auth: name the APIs that require client certificates, or leave tls.client_ca out');
+  }
+  return problems;
+}
+
+function clientAuth(tls: Partial<TlsConfig>): readonly ApiName[] {
+  if (tls.client_ca === undefined) return [];
+  return [...new Set<ApiName>(tls.client_auth ?? ['management'])];
 }
 
 /** A model repository stands in for the model store, and its models load by the control mode. */
@@ -371,8 +460,9 @@ export function renderServerConfigReference(): string {
     '`auth.token` also has a flag of the same name in kebab case (`max_request_size` →',
     '`--max-request-size`) and an environment variable, `BATCHSERVE_` and the flag in upper snake',
     'case (`BATCHSERVE_MAX_REQUEST_SIZE`); `auth.enabled: false` is `--no-auth` or',
-    '`BATCHSERVE_AUTH=false`, `auth.key_file` is `--key-file` (`BATCHSERVE_KEY_FILE`), and the file',
-    'itself is `--config` (`BATCHSERVE_CONFIG`). A flag wins over its variable, a variable over the',
+    '`BATCHSERVE_AUTH=false`, `auth.key_file` is `--key-file` (`BATCHSERVE_KEY_FILE`), `tls.cert` is',
+    '`--tls-cert` (`BATCHSERVE_TLS_CERT`; `tls.key`, `tls.client_ca` and `tls.client_auth` alike), and',
+    'the file itself is `--config` (`BATCHSERVE_CONFIG`). A flag wins over its variable, a variable over the',
     'file, the file over the default. Durations take microseconds or a string such as `10s`.',
   ]);
 }

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
@@ -19,10 +19,12 @@ import { describeVersionPolicy } from '../repository/version-policy.js';
 import { matchRoute, sendError, type Route } from './http.js';
 import { KeyRing } from './auth.js';
 import { withApiDescription } from './api-description.js';
+import { clientWentAway } from './client-gone.js';
 import { inferenceRoutes, type InferenceApiOptions } from './inference-api.js';
 import { openAiRoutes } from './openai-api.js';
 import { tritonGenerateRoutes } from './triton-generate.js';
 import { inferenceCall, outcomeRecorder } from './inference-call.js';
+import { openTracing, settingsWithoutTracing, tracingPlan } from './tracing.js';
 import { PredictionLogs } from './prediction-logging.js';
 import { GrpcInferenceApi } from './grpc-api.js';
 import { startGrpcServer, type GrpcEndpoint } from './grpc-server.js';
@@ -30,6 +32,7 @@ import { HttpConnections } from './http-connections.js';
 import { managementRoutes } from './management-api.js';
 import { apiPorts, bindError, checkPortsFree, type ApiPort } from './ports.js';
 import type { ServerConfig } from './server-config.js';
+import { createApiServer, reloadTls, ServerTls } from './tls.js';
 import { createWorkFolder, removeWorkFolder } from './work-dir.js';
 import { RoutingStateFile } from '../traffic/routing-state.js';
 import { TrafficControl } from '../traffic/traffic-control.js';
@@ -44,7 +47,7 @@ export interface ApiAddresses {
   readonly inference: string;
   readonly management: string;
   readonly metrics: string;
-  /** `grpc://host:port`. */
+  /** `grpc://host:port`, or `grpcs://host:port` with TLS. */
   readonly grpc: string;
 }
 
@@ -54,6 +57,13 @@ export interface BatchServer {
   readonly metrics: ServerMetrics;
   readonly traffic: TrafficControl;
   readonly logger: Logger;
+  /** The certificates every port serves; undefined without TLS. */
+  readonly tls: ServerTls | undefined;
+  /**
+   * Reads the TLS files again (SIGHUP): new connections get the new certificates, open ones
+   * keep theirs. Logs the outcome; false when there is no TLS or the files did not check.
+   */
+  reloadTls(): Promise<boolean>;
   /** The management token (key) at start; undefined with auth disabled. */
   readonly token: string | undefined;
   /** Where a generated token (or TorchServe's keys) was written. */
@@ -78,6 +88,9 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
   const logger = given ?? pino({ level: config.log_level, base: { pid: process.pid } }, pino.destination(2));
   const workRoot = resolve(config.work_dir ?? tmpdir());
   refuseWritesIntoStore(config, workRoot);
+  const tls = config.tls ? await ServerTls.open(config.tls) : undefined;
+  const tracePlan = tracingPlan(config.tracing);
+  const tracing = tracePlan ? await openTracing(tracePlan) : undefined;
   // Before anything is loaded or created: a taken port fails at once.
   await checkPortsFree(config);
   const metrics = new ServerMetrics({
@@ -114,6 +127,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     await logs?.close();
     await Promise.all(servers.map((server) => closeServer(server)));
     await repository.unloadAll();
+    // After the last answers: their spans go out with the rest.
+    await tracing?.shutdown();
     metrics.close();
     await removeWorkFolder(workFolder.path);
   };
@@ -156,7 +171,9 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
           await route.handle(req, res, params, url);
         } catch (error) {
           sendError(res, error);
-          if (!(error instanceof BatchserveError)) logger.error({ err: error, path: url.pathname }, 'request failed');
+          if (clientWentAway(req, error)) logger.debug({ path: url.pathname, err: String(error) }, 'client went away');
+          else if (!(error instanceof BatchserveError))
+            logger.error({ err: error, path: url.pathname }, 'request failed');
         } finally {
           inFlight -= 1;
           const seconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -176,6 +193,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       keys,
       isAccepting: () => accepting,
       requestFinished: outcomeRecorder(metrics, control, predictionLogs),
+      ...(tracing ? { tracing } : {}),
     });
     const inferenceOptions: InferenceApiOptions = {
       repository,
@@ -186,6 +204,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       modelControl,
       infer,
       logs: predictionLogs,
+      traceSettings: tracing?.settings ?? settingsWithoutTracing(),
     };
     const inference = [
       ...inferenceRoutes(inferenceOptions),
@@ -212,7 +231,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
     ];
     const ports = apiPorts(config);
     const listen = async (routes: Route[], port: ApiPort): Promise<string> => {
-      const server = createServer(httpLimits(config), handle(routes));
+      const server = createApiServer(port.api, tls, httpLimits(config), handle(routes));
       server.maxConnections = config.max_connections;
       servers.push(server);
       connections.push(new HttpConnections(server));
@@ -223,7 +242,7 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       });
       const address = server.address() as AddressInfo;
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-      return `http://${host}:${address.port}`;
+      return `${tls ? 'https' : 'http'}://${host}:${address.port}`;
     };
     const grpcApi = new GrpcInferenceApi({
       repository,
@@ -234,18 +253,18 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       modelControl,
       maxStreams: config.grpc_max_streams,
       maxMetadataBytes: config.grpc_max_metadata_size,
+      traceSettings: inferenceOptions.traceSettings,
     });
     const urls: ApiAddresses = {
       inference: await listen(withApiDescription(inference, 'batchserve inference API'), ports.inference),
       management: await listen(withApiDescription(management, 'batchserve management API'), ports.management),
       metrics: await listen(metricsRoutes, ports.metrics),
-      grpc: (grpc = await startGrpcServer(config, grpcApi, ports.grpc)).url,
+      grpc: (grpc = await startGrpcServer(config, grpcApi, ports.grpc, tls)).url,
     };
 
     if (modelControl === 'poll') {
       poll = new RepositoryPoll(repository, config.repository_poll_secs * 1000, (report) => {
-        for (const { name, version } of report.loaded) logger.info({ model: name, version }, 'model loaded (poll)');
-        for (const { name, version } of report.unloaded) logger.info({ model: name, version }, 'model unloaded (poll)');
+        // Loads and unloads are logged by the repository, as every other one is.
         for (const { name, message } of report.failed)
           logger.error({ model: name, err: message }, 'poll: model failed');
       });
@@ -278,6 +297,8 @@ export async function startServer({ config, logger: given }: StartOptions): Prom
       metrics,
       traffic: control,
       logger,
+      tls,
+      reloadTls: () => reloadTls(tls, logger),
       token,
       keyFile,
       keys,
@@ -426,7 +447,6 @@ async function loadStartupModels(
       }
       loaded.add(resolve(archive.path));
       for (const note of model.deviceNotes) logger.info({ model: model.name, version: model.version }, note);
-      logger.info({ model: model.name, version: model.version, seconds: model.loadSeconds }, 'model loaded');
       if (model.manifest.model.accuracy?.passed === false) {
         const { precision } = model.manifest.model;
         logger.warn(

@@ -5,7 +5,8 @@ import { formatDuration } from '../config/schema-kit.js';
 import { latencyBudgetUs, type LoadedModel } from '../repository/loaded-model.js';
 import { BATCHSERVE_VERSION } from '../version.js';
 import { firstCommands } from './first-commands.js';
-import type { ServerConfig } from './server-config.js';
+import type { ServerConfig, TlsConfig } from './server-config.js';
+import { tracingPlan, type TracingPlan } from './tracing.js';
 import type { ApiAddresses, BatchServer } from './server.js';
 
 /** The line after which the block lists models; the URLs are all known by then. */
@@ -25,6 +26,7 @@ export interface StartupOptions {
 export function renderStartupBlock(server: BatchServer, config: ServerConfig, options: StartupOptions = {}): string {
   const tryLines = firstCommands(server, options.batchserve ?? 'batchserve');
   const { urls } = server;
+  const traces = tracingPlan(config.tracing);
   const auth =
     server.token === undefined
       ? 'NO AUTH'
@@ -39,6 +41,8 @@ export function renderStartupBlock(server: BatchServer, config: ServerConfig, op
     `  management  ${urls.management}   /models (${auth})`,
     `  metrics     ${urls.metrics}/metrics`,
     `  grpc        ${urls.grpc}   KServe v2 / Triton inference.GRPCInferenceService, health, reflection`,
+    ...(config.tls ? [`  tls         ${describeTls(config.tls)}`] : []),
+    ...(traces ? [`  traces      ${describeTracing(traces)}`] : []),
     `  work dir    ${server.workDir}`,
     ...(config.prediction_log === undefined ? [] : [`  predictions ${resolve(config.prediction_log)}/<model>/`]),
     '  models',
@@ -77,6 +81,8 @@ export function renderStartupLine(
             ? 'key_file'
             : 'config',
     ...(server.keyFile ? { keyFile: server.keyFile } : {}),
+    ...(config.tls ? { tls: tlsRecord(config.tls) } : {}),
+    ...(tracingRecord(config) ?? {}),
     workDir: server.workDir,
     ...(config.prediction_log === undefined ? {} : { predictionLog: resolve(config.prediction_log) }),
     models: server.repository.list().map((model) => ({
@@ -97,6 +103,34 @@ export function renderStartupLine(
     msg: STARTUP_MESSAGE,
   };
   return `${JSON.stringify(record)}\n`;
+}
+
+/** The certificate, and where client certificates are required. */
+function describeTracing(plan: TracingPlan): string {
+  const where = plan.url ?? 'OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT';
+  return `OpenTelemetry over OTLP/HTTP to ${where}; sampled parents followed, other requests at ${plan.ratio}`;
+}
+
+/** The JSON line's `tracing`, when on. */
+function tracingRecord(config: ServerConfig): { tracing: Record<string, unknown> } | undefined {
+  const plan = tracingPlan(config.tracing);
+  return plan ? { tracing: { ...(plan.url ? { url: plan.url } : {}), sampleRatio: plan.ratio } } : undefined;
+}
+
+function describeTls(tls: TlsConfig): string {
+  const clients =
+    tls.client_ca === undefined
+      ? ''
+      : `; client certificates from ${resolve(tls.client_ca)} required on ${tls.client_auth.join(', ')}`;
+  return `${resolve(tls.cert)} on every port, TLS 1.2+, reloaded on SIGHUP${clients}`;
+}
+
+/** The JSON line's `tls`: the URLs' schemes say which ports, this what they serve and ask. */
+function tlsRecord(tls: TlsConfig): Record<string, unknown> {
+  return {
+    cert: resolve(tls.cert),
+    ...(tls.client_ca === undefined ? {} : { clientCa: resolve(tls.client_ca), clientAuth: tls.client_auth }),
+  };
 }
 
 /** `2000 µs`, or `auto (max_latency 30s)`. */
@@ -138,13 +172,13 @@ function describeModel(model: LoadedModel): string {
  */
 export function parseStartupUrls(output: string): ApiAddresses | undefined {
   if (output.includes(MODELS_HEADING)) {
-    const url = (name: string, scheme = 'http'): string =>
+    const url = (name: string, scheme = 'https?'): string =>
       new RegExp(`${name}\\s+(${scheme}://\\S+)`).exec(output)?.[1] ?? '';
     return {
       inference: url('inference'),
       management: url('management'),
       metrics: url('metrics'),
-      grpc: url('grpc', 'grpc'),
+      grpc: url('grpc', 'grpcs?'),
     };
   }
   for (const line of output.split('\n')) {

@@ -38,6 +38,7 @@ function poolOf(runners: GatedRunner[]) {
     shapeKey: 'a',
     enqueuedAt: fake.now,
     level: 1,
+    trace: undefined,
     state: 'running',
     timer: undefined,
     detach: undefined,

@@ -25,6 +25,7 @@ function queueOn(priorityLevels = 2) {
       level: options.level ?? priorityLevels,
       timeoutUs: options.timeoutUs ?? 0,
       signal: options.signal,
+      trace: undefined,
       resolve: () => undefined,
       reject: (error: unknown) => errors.push((error as { code: string }).code),
     });

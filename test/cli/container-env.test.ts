@@ -35,11 +35,16 @@ test('every serve flag has its BATCHSERVE_* variable, and --help names each', ()
   }
   // Every server.yaml key that is one setting has a flag, so a container can set it.
   const flags = new Set(serve.options.map((option) => option.long));
-  const fileOnly = new Set(['allowed_urls', 'model_policies', 'auth']);
+  const fileOnly = new Set(['allowed_urls', 'model_policies', 'auth', 'tls', 'tracing']);
   for (const key of Object.keys(serverConfigSchema.fields).filter((name) => !fileOnly.has(name))) {
     assert.ok(flags.has(`--${key.replaceAll('_', '-')}`), `server.yaml's ${key} has a flag`);
   }
+  for (const key of Object.keys(serverConfigSchema.fields.tls.fields)) {
+    assert.ok(flags.has(`--tls-${key.replaceAll('_', '-')}`), `server.yaml's tls.${key} has a flag`);
+  }
   assert.ok(flags.has('--key-file') && flags.has('--no-auth'), 'auth.key_file and auth.enabled have theirs');
+  assert.deepEqual(Object.keys(serverConfigSchema.fields.tracing.fields), ['otlp_endpoint', 'sample_ratio']);
+  assert.ok(flags.has('--otlp-endpoint') && flags.has('--trace-sample-ratio'), 'the tracing keys have theirs');
 });
 
 test('variables set what flags set: a flag wins over its variable, a variable over server.yaml', async (t) => {

@@ -55,3 +55,51 @@ test("TorchServe's keys map onto server.yaml; the rest are named, with where bat
     /inference_address: expected an address such as http:\/\/127.0.0.1:8080, got "8080"/,
   );
 });
+
+test("TorchServe's TLS: certificate_file and private_key_file serve https addresses, on every port; a keystore is refused with how to convert it", () => {
+  const { config, warnings } = serverConfigOfProperties(
+    parseProperties(
+      [
+        'inference_address=https://0.0.0.0:8443',
+        'management_address=https://0.0.0.0:8444',
+        'metrics_address=http://0.0.0.0:8445',
+        'private_key_file=/etc/ts/key.pem',
+        'certificate_file=/etc/ts/cert.pem',
+      ].join('\n'),
+    ),
+  );
+  assert.deepEqual(config, {
+    port: 8443,
+    management_port: 8444,
+    metrics_port: 8445,
+    host: '0.0.0.0',
+    tls: { key: '/etc/ts/key.pem', cert: '/etc/ts/cert.pem' },
+  });
+  assert.deepEqual(warnings, ['metrics_address: served over https too: TLS is on every port or none (gRPC too)']);
+
+  const unused = serverConfigOfProperties(
+    parseProperties('inference_address=http://127.0.0.1:8080\ncertificate_file=c.pem\nprivate_key_file=k.pem'),
+  );
+  assert.equal(unused.config.tls, undefined);
+  assert.deepEqual(unused.warnings, ['certificate_file and private_key_file are not used: no address is https']);
+
+  assert.throws(
+    () => serverConfigOfProperties(parseProperties('inference_address=https://127.0.0.1:8443')),
+    (error: Error & { code?: string }) =>
+      error.code === 'BS_ERR_USAGE' &&
+      error.message ===
+        'config.properties: inference_address is https: give certificate_file and private_key_file (PEM)',
+  );
+  for (const key of ['keystore=ks.p12', 'keystore_pass=changeit', 'keystore_type=PKCS12']) {
+    assert.throws(
+      () => serverConfigOfProperties(parseProperties(`inference_address=https://127.0.0.1:8443\n${key}`)),
+      (error: Error & { code?: string }) =>
+        error.code === 'BS_ERR_USAGE' &&
+        error.message.startsWith(
+          `config.properties: ${key.split('=')[0]}: a Java keystore is not read; convert it to PEM`,
+        ) &&
+        !error.message.includes('\n'),
+      key,
+    );
+  }
+});

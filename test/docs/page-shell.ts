@@ -12,15 +12,15 @@ import { fileURLToPath } from 'node:url';
 export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 
 /**
- * The ports the docs write: serve's defaults (8080-8082, gRPC 8001) and Triton's (8000, 8002),
- * which the Triton pages pass with --port. Each run puts free ones in their place, so that two
+ * The ports the docs write: serve's defaults (8080-8082, gRPC 8001), Triton's (8000, 8002),
+ * which the Triton pages pass with --port, and OTLP/HTTP's 4318 (a stand-in collector's). Each run puts free ones in their place, so that two
  * pages run at once never meet on a port, nor on one another program holds.
  */
-export const PAGE_PORTS = [8080, 8081, 8082, 8001, 8000, 8002] as const;
+export const PAGE_PORTS = [8080, 8081, 8082, 8001, 8000, 8002, 4318] as const;
 /** A page's port → this run's. */
 export type PortMap = ReadonlyMap<number, number>;
 const PAGE_PORT =
-  /(\blocalhost:|\b127\.0\.0\.1:|\b0\.0\.0\.0:|--(?:[a-z]+-)?port[= ])(8080|8081|8082|8001|8000|8002)\b/g;
+  /(\blocalhost:|\b127\.0\.0\.1:|\b0\.0\.0\.0:|--(?:[a-z]+-)?port[= ])(8080|8081|8082|8001|8000|8002|4318)\b/g;
 
 export interface Ran {
   /** Exit status, as `$?` after the command. */

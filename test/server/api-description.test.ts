@@ -69,21 +69,24 @@ test('explanations are a 501 BS_ERR_NOT_IMPLEMENTED that says why, not a 404', a
   }
 });
 
-test("Triton's /v2/logging and trace settings are a 501 BS_ERR_NOT_IMPLEMENTED naming what to use, GET and POST", async (t) => {
+test("Triton's /v2/logging is a 501 BS_ERR_NOT_IMPLEMENTED naming what to use, GET and POST; trace settings on a server that exports no traces say OFF and refuse changes", async (t) => {
   const dir = await tempDir(t);
   const server = await startTestServer(t, { models: [`affine=${await packAffine(dir)}`] });
-  for (const [path, why] of [
-    ['/v2/logging', /serve --log-level/],
-    ['/v2/trace/setting', /no per-request traces/],
-    ['/v2/models/affine/trace/setting', /no per-request traces/],
-    ['/v2/models/affine/versions/1/trace/setting', /no per-request traces/],
-  ] as const) {
-    for (const body of [undefined, '{"log_info": false}']) {
-      const answer = await call(`${server.urls.inference}${path}`, body === undefined ? {} : { body });
-      assert.equal(answer.status, 501, `${path}: ${JSON.stringify(answer.body)}`);
-      assert.deepEqual(Object.keys(answer.body), ['error', 'code']);
-      assert.equal(answer.body.code, 'BS_ERR_NOT_IMPLEMENTED');
-      assert.match(answer.body.error, why);
-    }
+  for (const body of [undefined, '{"log_info": false}']) {
+    const answer = await call(`${server.urls.inference}/v2/logging`, body === undefined ? {} : { body });
+    assert.equal(answer.status, 501, JSON.stringify(answer.body));
+    assert.deepEqual(Object.keys(answer.body), ['error', 'code']);
+    assert.equal(answer.body.code, 'BS_ERR_NOT_IMPLEMENTED');
+    assert.match(answer.body.error, /serve --log-level/);
+  }
+  for (const path of ['/v2/trace/setting', '/v2/models/affine/trace/setting']) {
+    const read = await call(`${server.urls.inference}${path}`);
+    assert.deepEqual([read.status, read.body.trace_level], [200, ['OFF']], path);
+    const set = await call(`${server.urls.inference}${path}`, {
+      body: '{"trace_level": ["TIMESTAMPS"]}',
+      headers: { authorization: 'Bearer test-token' },
+    });
+    assert.deepEqual([set.status, set.body.code], [409, 'BS_ERR_TRACING_OFF'], path);
+    assert.match(set.body.error, /--otlp-endpoint/);
   }
 });

@@ -94,9 +94,9 @@ test('repository load and unload need the management token as authorization meta
   assert.equal(refused.error?.code, status.PERMISSION_DENIED);
 });
 
-test('shared memory, trace and log settings answer UNIMPLEMENTED with a message', async (t) => {
+test('shared memory and log settings answer UNIMPLEMENTED with a message', async (t) => {
   const grpc = client(t, await affineServer(t));
-  for (const rpc of ['SystemSharedMemoryStatus', 'CudaSharedMemoryRegister', 'TraceSetting', 'LogSettings']) {
+  for (const rpc of ['SystemSharedMemoryStatus', 'CudaSharedMemoryRegister', 'LogSettings']) {
     const answer = await grpc.call(rpc, {});
     assert.equal(answer.error?.code, status.UNIMPLEMENTED, rpc);
     assert.match(answer.error?.details ?? '', /batchserve does not implement/);
