@@ -36,6 +36,13 @@ export const MODEL_CONFIG_LIMITS = {
 
 const SECOND_US = 1_000_000;
 
+const DIMENSION: FieldSpec = {
+  kind: 'integer',
+  min: -1,
+  max: MODEL_CONFIG_LIMITS.dimension,
+  description: 'A dimension; -1 when variable.',
+};
+
 const tensorSpec = (what: string): FieldSpec => ({
   kind: 'object',
   description: `One ${what} tensor.`,
@@ -45,23 +52,13 @@ const tensorSpec = (what: string): FieldSpec => ({
     shape: {
       kind: 'array',
       minItems: 0,
-      items: {
-        kind: 'integer',
-        min: -1,
-        max: MODEL_CONFIG_LIMITS.dimension,
-        description: 'A dimension; -1 when variable.',
-      },
+      items: DIMENSION,
       description: 'Full shape including the batch dimension (first, -1 when the model batches).',
     },
     reshape: {
       kind: 'array',
       minItems: 0,
-      items: {
-        kind: 'integer',
-        min: -1,
-        max: MODEL_CONFIG_LIMITS.dimension,
-        description: 'A dimension; -1 when variable.',
-      },
+      items: DIMENSION,
       description:
         "The shape the model itself has, when requests send (and answers carry) `shape` instead: Triton's `reshape`, the batch dimension included as in `shape`. The data is the same, only its shape changes.",
     },

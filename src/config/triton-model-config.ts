@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
 import { TritonConfigUnsupportedError } from '../core/errors.js';
-import type { Datatype } from '../core/datatypes.js';
+import { isDatatype, type Datatype } from '../core/datatypes.js';
 import type { TensorSpec } from '../core/tensors.js';
 import { MODEL_CONFIG_LIMITS } from './model-config.js';
 import type { VersionPolicy } from './model-policy.js';
@@ -84,21 +84,8 @@ const TYPE_PREFIX = 'TYPE_';
 export function datatypeOfTriton(dataType: string): Datatype | undefined {
   if (dataType === 'TYPE_STRING') return 'BYTES';
   const name = dataType.startsWith(TYPE_PREFIX) ? dataType.slice(TYPE_PREFIX.length) : '';
-  const known: readonly string[] = [
-    'BOOL',
-    'UINT8',
-    'UINT16',
-    'UINT32',
-    'UINT64',
-    'INT8',
-    'INT16',
-    'INT32',
-    'INT64',
-    'FP16',
-    'FP32',
-    'FP64',
-  ];
-  return known.includes(name) ? (name as Datatype) : undefined;
+  // TYPE_BYTES is not Triton's: its strings are TYPE_STRING.
+  return name !== 'BYTES' && isDatatype(name) ? name : undefined;
 }
 
 export function tritonDataType(datatype: Datatype): string {

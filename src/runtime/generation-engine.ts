@@ -32,6 +32,7 @@ export interface GenerationSubmission {
   readonly seed: number;
   readonly presencePenalty?: number;
   readonly frequencyPenalty?: number;
+  /** Token id → added to its logit. */
   readonly logitBias?: readonly (readonly [number, number])[];
   /** Set to report each token's log probability and this many alternatives' (0: the token's alone). */
   readonly logprobs?: number;

@@ -4,26 +4,12 @@ import type { TextTokenizer } from '../handlers/text-tokens.js';
 import { cacheBytesPerToken, type DecoderLayout } from './decoder-layout.js';
 import type { FinishReason, GenerationEvents, GenerationSubmission } from './generation-engine.js';
 import { sequenceRefusal, type ServedGenerationOptions } from './generation-options.js';
-import type { ResponseFormat } from './grammar.js';
 import { fromWireError } from './worker-protocol.js';
 import { traceNow } from '../core/trace-channels.js';
 
-export interface GenerationRequest {
-  readonly promptIds: readonly number[];
-  readonly maxTokens: number;
-  readonly temperature: number;
-  readonly topP: number;
-  readonly stop: readonly string[];
+/** A submission as the routes make it: no id yet, and a seed only when the request names one. */
+export interface GenerationRequest extends Omit<GenerationSubmission, 'id' | 'seed'> {
   readonly seed: number | undefined;
-  readonly presencePenalty?: number;
-  readonly frequencyPenalty?: number;
-  /** Token id → added to its logit. */
-  readonly logitBias?: readonly (readonly [number, number])[];
-  /** Set to hear each token's log probability and this many alternatives'. */
-  readonly logprobs?: number;
-  readonly responseFormat?: ResponseFormat;
-  /** Answers to the one prompt (OpenAI's n); each draws from seed + its index. */
-  readonly choices?: number;
   readonly signal?: AbortSignal;
   /**
    * Told each piece of new text of answer `choice` once it is final (no stop string can begin

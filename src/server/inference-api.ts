@@ -32,7 +32,7 @@ import {
   type Route,
   type RouteHandler,
 } from './http.js';
-import { tensorWork, type CallHead, type Infer, type Submission } from './inference-call.js';
+import { tensorWork, uncheckedWork, type CallHead, type Infer, type Submission } from './inference-call.js';
 import { loadFromStoreWith, modelChangeOfLoadParameters } from './model-change.js';
 import type { PredictionLogs } from './prediction-logging.js';
 import { tritonModelConfig } from './triton-config.js';
@@ -135,17 +135,8 @@ export function inferenceRoutes(options: InferenceApiOptions): Route[] {
           rows: 1,
           shapeKey: `body:${part.contentType ?? ''}`,
         }));
-        return {
-          kind: 'batched',
-          submissions,
-          id: undefined,
-          priority: undefined,
-          timeoutUs: undefined,
-          // A form's parts are views of one body: moving one would take the others with it.
-          ownsBuffers: parts.length === 1,
-          tensors: undefined,
-          forShadow: (_shadow, index) => submissions[index] as Submission,
-        };
+        // A form's parts are views of one body: moving one would take the others with it.
+        return uncheckedWork(submissions, parts.length === 1);
       },
       answer: (_model, _work, results) => {
         if (results.length === 1) sendPrediction(res, (results[0] as SubmitResult).response);

@@ -117,6 +117,23 @@ export interface BatchedWork {
   forShadow(shadow: LoadedModel, index: number): Submission;
 }
 
+/**
+ * Work whose submissions any version takes as they are (bodies, texts: nothing checked against
+ * a version's inputs), so a shadow gets the same ones.
+ */
+export function uncheckedWork(submissions: readonly Submission[], ownsBuffers: boolean): BatchedWork {
+  return {
+    kind: 'batched',
+    submissions,
+    id: undefined,
+    priority: undefined,
+    timeoutUs: undefined,
+    ownsBuffers,
+    tensors: undefined,
+    forShadow: (_shadow, index) => submissions[index] as Submission,
+  };
+}
+
 export interface GenerationWork {
   readonly kind: 'generation';
   readonly request: Omit<GenerationRequest, 'signal'>;

@@ -16,7 +16,14 @@ import {
   type RouteHandler,
 } from './http.js';
 import { restHead, type InferenceApiOptions } from './inference-api.js';
-import type { BatchedWork, Codec, Received, Submission, Work } from './inference-call.js';
+import {
+  uncheckedWork,
+  type BatchedWork,
+  type Codec,
+  type Received,
+  type Submission,
+  type Work,
+} from './inference-call.js';
 import { chatCall, completionCall, generationCodec, objectBody } from './openai-generation.js';
 
 /** OpenAI's own limit on the inputs of one embeddings request. */
@@ -118,16 +125,7 @@ function embeddingsCodec(res: ServerResponse, requestOf: () => EmbeddingsRequest
         const texts = input.slice(start, start + chunk);
         submissions.push({ request: { kind: 'texts', texts }, rows: texts.length, shapeKey: 'text' });
       }
-      return {
-        kind: 'batched',
-        submissions,
-        id: undefined,
-        priority: undefined,
-        timeoutUs: undefined,
-        ownsBuffers: false,
-        tensors: undefined,
-        forShadow: (_shadow, index) => submissions[index] as Submission,
-      };
+      return uncheckedWork(submissions, false);
     },
     answer(model, _work, results) {
       sendJson(res, 200, embeddingsAnswer(model, requestOf(), results));
