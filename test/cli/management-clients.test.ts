@@ -1,27 +1,10 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { affineRequest, call, packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
-
-const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+import { runCli as cli } from '../fixtures/cli.js';
 
 test('batchserve canary start, status, rollback and promote drive the management API', async (t) => {
   const root = await tempDir(t);
@@ -87,7 +70,7 @@ test('batchserve canary start, status, rollback and promote drive the management
   assert.equal(wrongToken.code, 1);
   assert.match(wrongToken.stderr, /answered 401/);
   const envToken = await cli(['canary', 'status', 'affine', '--management-url', server.urls.management], {
-    BATCHSERVE_TOKEN: 'test-token',
+    env: { BATCHSERVE_TOKEN: 'test-token' },
   });
   assert.equal(envToken.code, 0, envToken.stderr);
   const badSteps = await cli(['canary', 'start', 'affine', '--version', '2', '--steps', '50,20', ...target]);

@@ -1,6 +1,5 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,23 +8,10 @@ import { modelFiles, withManifest } from '../fixtures/archive-workspace.js';
 import { affineModel, writeModel } from '../fixtures/onnx-models.js';
 import { rawZip } from '../fixtures/raw-zip.js';
 import { tempDir } from '../fixtures/temp.js';
+import { runCli as cli, type CliRun as Run } from '../fixtures/cli.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const EXAMPLE = join(ROOT, 'examples', 'orientation');
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: readonly string[], bin = 'batchserve.js'): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [join(ROOT, 'bin', bin), ...args], { cwd: ROOT }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
 
 function packDemo(out: string, ...extra: string[]): Promise<Run> {
   return cli([
@@ -88,7 +74,7 @@ test('pack → inspect → verify on the demo model; a flipped byte fails verify
   const at = bytes.indexOf(Buffer.from('180'));
   bytes[at] = (bytes[at] as number) ^ 0xff;
   await writeFile(archive, bytes);
-  const tampered = await cli(['verify', archive], 'model-archive.js');
+  const tampered = await cli(['verify', archive], { bin: 'model-archive.js' });
   assertOneLineError(tampered, 1, 'BS_ERR_ARCHIVE_INTEGRITY');
   assert.match(tampered.stderr, /labels\.txt: mismatch/);
 });

@@ -1,9 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import onnxProto from 'onnx-proto';
 import { pino } from 'pino';
 import { parseManifest } from '../../src/archive/manifest.js';
@@ -11,28 +9,9 @@ import { affineModel, writeModel } from '../fixtures/onnx-models.js';
 import { startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { torchTextFiles, type TorchTextFixture } from '../fixtures/torch-text.js';
+import { runCli as cli, type CliRun as Run } from '../fixtures/cli.js';
 
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const { onnx } = onnxProto;
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: readonly string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [join(ROOT, 'bin', 'batchserve.js'), ...args],
-      { cwd: ROOT },
-      (error, stdout, stderr) => {
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
-      },
-    );
-  });
-}
 
 /** y = x · 1e6: its answers (up to 1e6) are beyond float16's largest value, 65504. */
 function overflowingModel(): Uint8Array {

@@ -1,29 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { BenchReport } from '../../src/bench/report-types.js';
 import { packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 import { serverTls, tlsFile } from '../fixtures/tls.js';
-
-const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: readonly string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { maxBuffer: 1 << 24 }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+import { runCli as cli } from '../fixtures/cli.js';
 
 const CA = ['--tls-ca', tlsFile('ca.pem')];
 const CLIENT = ['--tls-cert', tlsFile('client.pem'), '--tls-key', tlsFile('client-key.pem')];

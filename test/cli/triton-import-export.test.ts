@@ -1,22 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { parseTritonConfig, translateTritonConfig } from '../../src/config/triton-model-config.js';
 import { affineModel } from '../fixtures/onnx-models.js';
 import { tempDir } from '../fixtures/temp.js';
-
-const BIN = fileURLToPath(new URL('../../../bin/batchserve.js', import.meta.url));
-
-function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], (error, stdout, stderr) => {
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+import { runCli as cli } from '../fixtures/cli.js';
 
 const CONFIG = `name: "affine"
 max_batch_size: 8

@@ -1,27 +1,17 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { rawZip } from '../fixtures/raw-zip.js';
 import { tempDir } from '../fixtures/temp.js';
+import { runCli as cli } from '../fixtures/cli.js';
 
 // The reported bomb in small: 48 entries of 1 MiB of zeros, each under the per-entry ratio
 // floor (32 MiB), the whole about a thousand times its ~50 KB. Refused from the central
 // directory by verify and unpack; --max-expansion raises the archive-wide ratio.
 
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const MiB = 1024 ** 2;
-
-function cli(args: readonly string[]): Promise<{ code: number; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [join(ROOT, 'bin', 'batchserve.js'), ...args], { cwd: ROOT }, (error, _stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }),
-    );
-  });
-}
 
 test('verify and unpack refuse a bomb spread over entries under the per-entry limits', async (t) => {
   const dir = await tempDir(t);

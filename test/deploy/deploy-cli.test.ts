@@ -1,32 +1,16 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { DEFAULT_PROMETHEUS_URL } from '../../src/deploy/deploy-options.js';
 import { DEPLOY_EXAMPLES } from '../../src/deploy/examples.js';
 import type { KubernetesObject } from '../../src/deploy/k8s-objects.js';
 import { BATCHSERVE_VERSION } from '../../src/version.js';
 import { tempDir } from '../fixtures/temp.js';
 import { parseDocuments } from './schemas.js';
+import { runCli as cli } from '../fixtures/cli.js';
 
 const ROOT = new URL('../../../', import.meta.url);
-const BIN = fileURLToPath(new URL('bin/batchserve.js', ROOT));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: readonly string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
 
 const kinds = (yaml: string): string[] => parseDocuments(yaml).map((document) => (document as KubernetesObject).kind);
 

@@ -1,23 +1,21 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { MANIFEST_PATH } from '../../src/archive/manifest.js';
 import { openArchive } from '../../src/archive/source.js';
 import { rawZip } from '../fixtures/raw-zip.js';
 import { call, packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
+import { runCli as cli } from '../fixtures/cli.js';
 
 // The reproductions of the path-escape reports: a good archive with one manifest or config
 // field rewritten (hashes recomputed where a forger would) is refused by every command that
 // reads it, with BS_ERR_ARCHIVE_UNSAFE_PATH, and the file outside is never run or read.
 
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const UNSAFE = 'BS_ERR_ARCHIVE_UNSAFE_PATH';
 const AUTH = { authorization: 'Bearer test-token' };
 
@@ -54,14 +52,6 @@ async function forge(from: string, to: string, edit: (manifest: Manifest, files:
   files.set(MANIFEST_PATH, Buffer.from(JSON.stringify(manifest)));
   await writeFile(to, rawZip([...files].map(([name, data]) => ({ name, data }))));
   return to;
-}
-
-function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [join(ROOT, 'bin', 'batchserve.js'), ...args], { cwd: ROOT }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
 }
 
 /** inspect, verify and unpack each refuse it in one line naming `code`. */
