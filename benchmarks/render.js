@@ -290,7 +290,7 @@ export const accelerator = {
     const [{ device = 'sim', instances, concurrency, limit }] = points;
     const cells = points.map(
       (p) =>
-        `${p.policy === '2000' ? '2ms' : p.policy} ${fixed(p.ratio, 2)} (B ${fixed(p.averageBatch, 1)}, p50 ${fixed(p.p50Ms, 2)}, p99 ${fixed(p.p99Ms, 1)}${p.busyShare === null ? '' : `, busy ${fixed(p.busyShare, 2)}`}${p.refused > 0 ? `, ${p.refused} × 503` : ''})`,
+        `${p.policy === '2000' ? '2ms' : p.policy} ${fixed(p.ratio, 2)} (B ${fixed(p.averageBatch, 1)}, p50 ${fixed(p.p50Ms, 2)}, p99 ${fixed(p.p99Ms, 1)}${p.busyShare === null ? '' : `, busy ${fixed(p.busyShare, 2)}`}${p.passOverMs == null ? '' : `, pass +${fixed(p.passOverMs, 2)}`}${p.refused > 0 ? `, ${p.refused} × 503` : ''})`,
     );
     return `${device.padEnd(8)} ${instances}× K=${String(concurrency).padEnd(3)} limit ${fixed(limit, 0).padStart(4)}/s  ${cells.join('  ')}`;
   },
@@ -304,12 +304,15 @@ export const accelerator = {
     return `${points[0].device.padEnd(8)} open loop, 1×, auto: achieved ÷ offered (p50, p99 ÷ T(32))  ${cells.join('  ')}`;
   },
   summary(result) {
-    const floorAdded = result.floor.p50Ms - (result.settings.cost.cMs + result.settings.cost.mMs);
+    const [one, ...gathering] = result.floors;
+    const floorAdded = one.p50Ms - (result.settings.cost.cMs + result.settings.cost.mMs);
     // The met aims only as a count: the table above shows each figure they judged.
     const missed = result.verdicts.filter(({ met }) => !met);
     return [
-      `floor (bare node:http waiting T(1)) at K=1: p50 ${fixed(result.floor.p50Ms, 2)} ms, adds ${fixed(floorAdded, 2)} ms; ` +
-        `aims met: ${result.verdicts.filter(({ met }) => met).length} of ${result.verdicts.length}` +
+      `floor (bare node:http waiting T(1)) at K=1: p50 ${fixed(one.p50Ms, 2)} ms, adds ${fixed(floorAdded, 2)} ms; ` +
+        `gathering floor (node:http told K: waits for all K, then T(K)), ÷ the limit: ` +
+        gathering.map((f) => `K=${f.concurrency} ${fixed(f.ratio, 2)}`).join(', ') +
+        `; aims met: ${result.verdicts.filter(({ met }) => met).length} of ${result.verdicts.length}` +
         (missed.length === 0 ? '' : `; MISSED ${missed.length}:`),
       ...wrapped(
         missed.map(({ label }) => label),

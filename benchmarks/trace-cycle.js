@@ -3,7 +3,8 @@
 // clients on CPU 1 for a few seconds, then, averaged over the cycles of one instance:
 //   dispatch → the instance starts it (the hop there, or the wait behind the batch before it),
 //   start → end (the device), end → the batcher hears of it (the hop back), → its last answer
-//   written, and end → the next batch starts on that instance (the instance idle).
+//   written, and end → the next batch starts on that instance (the instance idle); then, from
+//   the batcher hearing of a batch, when the requests that form the next arrived and it left.
 // Usage: node benchmarks/trace-cycle.js [--concurrency 16] [--delay auto|0|2000] [--instances 1] [--seconds 3]
 import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -105,6 +106,7 @@ function analyse(events, result) {
   const dispatches = events.filter((e) => e.kind === 'dispatched' && e.instance === instance);
   const answers = events.filter((e) => e.kind === 'answered' && e.instance === instance);
   const written = events.filter((e) => e.kind === 'written');
+  const queued = events.filter((e) => e.kind === 'queued');
   const cycles = [];
   for (let index = 0; index + 1 < answers.length; index++) {
     const answer = answers[index];
@@ -113,6 +115,8 @@ function analyse(events, result) {
     const next = answers[index + 1];
     const lastWritten = written.filter((w) => w.at >= answer.at && w.at < next.at).at(-1);
     const deviceEnd = answer.startedAt + answer.computeMs;
+    const nextDispatch = dispatches[index + 1];
+    const arrivals = queued.filter((q) => q.at >= answer.at && q.at <= nextDispatch.at);
     cycles.push({
       rows: answer.rows,
       toStart: answer.startedAt - dispatch.at,
@@ -120,6 +124,10 @@ function analyse(events, result) {
       hopBack: answer.at - deviceEnd,
       toWritten: lastWritten ? lastWritten.at - answer.at : 0,
       idle: next.startedAt - deviceEnd,
+      arrivals: arrivals.length,
+      firstArrival: arrivals.length ? arrivals[0].at - answer.at : 0,
+      lastArrival: arrivals.length ? arrivals.at(-1).at - answer.at : 0,
+      toDispatch: nextDispatch.at - answer.at,
       queuedBehind: dispatch.queuedBehind,
     });
   }
@@ -136,5 +144,9 @@ function analyse(events, result) {
   );
   console.log(
     `  batcher → last answer written ${mean('toWritten').toFixed(3)} ms   device idle between batches ${mean('idle').toFixed(3)} ms`,
+  );
+  console.log(
+    `  from the batcher hearing of a batch: ${mean('arrivals').toFixed(1)} arrivals before the next dispatch, the first at ${mean('firstArrival').toFixed(3)} ms, ` +
+      `the last at ${mean('lastArrival').toFixed(3)} ms; the next dispatch at ${mean('toDispatch').toFixed(3)} ms`,
   );
 }

@@ -10,8 +10,10 @@ import { ReturningRows } from './returning-rows.js';
 import { LEARNED_SHAPES } from './tuning.js';
 
 /** What `auto` watches of one shape's traffic. */
+type AutoConfig = BatchingPolicy & { readonly adaptive: { readonly maxLatencyUs: number } };
+
 interface ShapeTraffic {
-  readonly arrivals: ArrivalRate;
+  arrivals: ArrivalRate;
   readonly returning: ReturningRows;
   /** The wait last chosen, ms: told with each refit. */
   waitMs: number;
@@ -30,11 +32,27 @@ export class AutoPolicy implements BatchPolicy {
   /** The shape that last ran: whose line judges a request still reading its body. */
   #lastShape: string | undefined;
 
+  #config: AutoConfig;
+
   constructor(
-    public config: BatchingPolicy & { readonly adaptive: { readonly maxLatencyUs: number } },
+    config: AutoConfig,
     private readonly costs: BatchCosts,
     private readonly observer: BatcherObserver,
-  ) {}
+  ) {
+    this.#config = config;
+  }
+
+  get config(): AutoConfig {
+    return this.#config;
+  }
+
+  /** A live reconfigure; a new max_batch_size sizes the arrival windows anew (arrival-rate.ts). */
+  set config(config: AutoConfig) {
+    if (config.maxBatchSize !== this.#config.maxBatchSize) {
+      for (const traffic of this.#traffic.values()) traffic.arrivals = new ArrivalRate(config.maxBatchSize);
+    }
+    this.#config = config;
+  }
 
   decide(group: GroupView): Decision {
     const { maxBatchSize } = this.config;
@@ -113,7 +131,12 @@ export class AutoPolicy implements BatchPolicy {
   #of(shapeKey: string): ShapeTraffic {
     let traffic = this.#traffic.get(shapeKey);
     if (traffic) return traffic;
-    traffic = { arrivals: new ArrivalRate(), returning: new ReturningRows(), waitMs: 0, reported: undefined };
+    traffic = {
+      arrivals: new ArrivalRate(this.config.maxBatchSize),
+      returning: new ReturningRows(),
+      waitMs: 0,
+      reported: undefined,
+    };
     if (this.#traffic.size >= LEARNED_SHAPES) this.#traffic.delete(this.#traffic.keys().next().value as string);
     this.#traffic.set(shapeKey, traffic);
     return traffic;

@@ -19,11 +19,15 @@ export const PLANNED_SHARE = 0.8;
 export const MIN_WAIT_MS = 0.01;
 
 /**
- * Requests the arrival rate rests on: long enough that one batch's burst does not read as the
- * rate, short enough that a silence leaves the window after this many requests.
- * Test: adaptive.test.ts "ArrivalRate".
+ * Requests the arrival rate rests on: at least ARRIVAL_WINDOW, and ARRIVAL_WINDOW_BATCHES full
+ * batches' worth, so that one batch's burst (a closed loop returning: at most max_batch_size
+ * requests) never fills the window and reads as the rate — with a window of one burst, a
+ * closed loop of 16 looked like a stream 30 µs apart and auto held every batch a timer's turn
+ * (≥ 1 ms) after its last client was back. Short enough that a silence leaves the window soon.
+ * Moves: bench:accelerator auto at K = 16 … 32; test: adaptive.test.ts "ArrivalRate".
  */
 export const ARRIVAL_WINDOW = 16;
+export const ARRIVAL_WINDOW_BATCHES = 2;
 
 /**
  * Return delays (answer → the client's next request) the returning-rows estimate rests on; it

@@ -220,8 +220,8 @@ test('a batch costs its compute time as the instance reports it, else its round 
   assert.equal(batchCostMs({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, 9), 9);
 });
 
-test('ArrivalRate: the mean gap per row over the last 16 requests; silence now counts', () => {
-  const rate = new ArrivalRate();
+test('ArrivalRate: the mean gap per row over the last 16 requests (max batch 8); silence now counts', () => {
+  const rate = new ArrivalRate(8);
   assert.equal(rate.expectedGapMs(0), Infinity, 'nothing known yet');
   for (let at = 0; at <= 100; at += 2) rate.arrived(at, 1);
   assert.equal(rate.expectedGapMs(100), 2);
@@ -229,9 +229,24 @@ test('ArrivalRate: the mean gap per row over the last 16 requests; silence now c
   assert.equal(rate.expectedGapMs(120), 0.25, 'four rows a millisecond now');
   assert.equal(rate.expectedGapMs(150), 30, '30 ms of silence: the rate is lower than the window says');
   // A closed loop of 4: bursts of 4 at once, 8 ms apart. The median gap would be 0; the mean counts the silences.
-  const bursts = new ArrivalRate();
+  const bursts = new ArrivalRate(8);
   for (let cycle = 0; cycle < 8; cycle++) for (let client = 0; client < 4; client++) bursts.arrived(cycle * 8, 1);
   assert.equal(bursts.expectedGapMs(56), 24 / 15, 'the window: 3 cycles of 8 ms over the 15 rows after the oldest');
+});
+
+test('ArrivalRate: a closed loop returning a whole batch at once does not read as the rate', () => {
+  // 16 clients back 30 µs apart every 10 ms, max batch 32: the window holds 64 requests, four bursts and their silences.
+  const closedLoop = (rate: ArrivalRate): number => {
+    for (let cycle = 0; cycle < 8; cycle++)
+      for (let client = 0; client < 16; client++) rate.arrived(cycle * 10 + client * 0.03, 1);
+    return rate.expectedGapMs(70 + 15 * 0.03);
+  };
+  const gap = closedLoop(new ArrivalRate(32));
+  assert.ok(Math.abs(gap - (30 + 15 * 0.03) / 63) < 1e-9, String(gap));
+  // With c = 4 ms and 16 queued, the stream rule waits only for gaps under c/q = 0.25 ms: this one does not.
+  assert.ok(gap > 4 / 16);
+  // A window of one burst (16 requests) sees the clients' 30 µs spacing as a stream and would hold the batch.
+  assert.ok(Math.abs(closedLoop(new ArrivalRate(8)) - 0.03) < 1e-9);
 });
 
 test('ReturningRows: answered rows are owed back until due, and the debt lapses when overdue', () => {
