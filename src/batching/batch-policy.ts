@@ -10,6 +10,8 @@ export interface GroupView {
   readonly oldestAt: number;
   /** Instances free now, the one asking included. */
   readonly freeInstances: number;
+  /** Instances serving the group, free or busy. */
+  readonly instances: number;
   /** The batcher's clock, ms. */
   readonly now: number;
   /** Draining: nothing may wait for a fuller batch. */

@@ -246,6 +246,7 @@ export class Batcher {
       rows: group.rows,
       oldestAt: group.oldest(),
       freeInstances,
+      instances: this.#pool.size,
       now,
       flushing: this.#flushing,
     };

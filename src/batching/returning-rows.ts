@@ -55,6 +55,16 @@ export class ReturningRows {
     return (now < this.#dueAt() ? this.#owed : 0) + (now < this.#runningDueAt() ? this.#running : 0);
   }
 
+  /** The owed rows of batches already answered (not those still running), if due after `now`, else 0. */
+  answeredRows(now: number): number {
+    return now < this.#dueAt() ? this.#owed : 0;
+  }
+
+  /** How long until the answered batches' rows should be back, ms (0 when overdue). */
+  answeredDueInMs(now: number): number {
+    return Math.max(0, this.#dueAt() - now);
+  }
+
   /** How long until the owed rows should all be back, ms (0 when overdue). */
   dueInMs(now: number): number {
     const runningDueAt = now < this.#runningDueAt() && this.#running > 0 ? this.#runningDueAt() : -Infinity;

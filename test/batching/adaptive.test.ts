@@ -16,10 +16,13 @@ const ask = (question: Partial<WaitQuestion>): number =>
     queuedRows: 1,
     maxBatchSize: 8,
     freeInstances: 1,
+    instances: 1,
     oldestWaitMs: 0,
     gapMs: 1,
     returningRows: 0,
     returningInMs: 0,
+    answeredRows: 0,
+    answeredInMs: 0,
     maxLatencyMs: 1_000,
     fit: TRUSTED,
     pace: 1,
@@ -218,6 +221,38 @@ test('OnlineCostFit: ignores batches it cannot place, keeps 32 seeds, and refits
 test('a batch costs its compute time as the instance reports it, else its round trip', () => {
   assert.equal(batchCostMs({ computeInputNs: 1e6, computeInferNs: 2e6, computeOutputNs: 0 }, 9), 3);
   assert.equal(batchCostMs({ computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0 }, 9), 9);
+});
+
+test('the wait rule on several instances: each batch waits for its share of the rows owed back, the answered ones first', () => {
+  // Two instances, 32 clients: the first to free has its 16 answered rows due in 1 ms and the other's 16 due in 9.
+  const twoInstances = {
+    instances: 2,
+    gapMs: Infinity,
+    returningRows: 32,
+    returningInMs: 9,
+    answeredRows: 16,
+    answeredInMs: 1,
+  };
+  assert.equal(
+    ask({ ...twoInstances, queuedRows: 0 + 1, returningRows: 31, answeredRows: 15 }),
+    1,
+    'waits for its 16, due in 1 ms',
+  );
+  assert.equal(
+    ask({ ...twoInstances, queuedRows: 16, returningRows: 16, answeredRows: 0 }),
+    0,
+    'its share is in: it goes',
+  );
+  // Both free at once (the start, or a stall): the first takes half, not whatever came first.
+  assert.equal(
+    ask({ ...twoInstances, freeInstances: 2, queuedRows: 3, returningRows: 29, answeredRows: 29, answeredInMs: 1 }),
+    1,
+  );
+  assert.equal(ask({ ...twoInstances, freeInstances: 2, queuedRows: 16, returningRows: 16, answeredRows: 16 }), 0);
+  // Its share would come only with the other instance's running rows, due past c: it goes.
+  assert.equal(ask({ ...twoInstances, queuedRows: 4, returningRows: 16, answeredRows: 0, returningInMs: 9 }), 0);
+  // Another instance free and nothing owed: the stream is not waited for.
+  assert.equal(ask({ instances: 2, freeInstances: 2, gapMs: 0.1 }), 0);
 });
 
 test('ArrivalRate: the mean gap per row over the last 16 requests (max batch 8); silence now counts', () => {

@@ -11,6 +11,7 @@ const view = (group: Partial<GroupView>): GroupView => ({
   rows: 1,
   oldestAt: 1_000,
   freeInstances: 1,
+  instances: 1,
   now: 1_000,
   flushing: false,
   ...group,
@@ -64,10 +65,13 @@ test('AutoPolicy: waits for the rows its last batch owes back while they are due
     waiting.lookAgainAt > 1_031 && waiting.lookAgainAt < 1_032.4,
     `looks again when they are due (${waiting.lookAgainAt})`,
   );
+  // On two instances, both free, the 4 clients ride two batches of 2: this one waits for its second row only.
+  assert.equal(policy.decide(view({ rows: 1, oldestAt: 1_031, now: 1_031, freeInstances: 2, instances: 2 })).rows, 0);
+  policy.arrived('a', 1_031, 1);
   assert.equal(
-    policy.decide(view({ rows: 1, oldestAt: 1_031, now: 1_031, freeInstances: 2 })).rows,
+    policy.decide(view({ rows: 2, oldestAt: 1_031, now: 1_031, freeInstances: 2, instances: 2 })).rows,
     8,
-    'another instance is free: no wait',
+    'its share of two is in: it goes, the other instance takes the next two',
   );
   assert.equal(policy.decide(view({ rows: 1, oldestAt: 1_031, now: 1_040 })).rows, 8, 'overdue: they are not coming');
 });
