@@ -38,6 +38,14 @@ CLIENT='basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth'
 
+# A self-signed server certificate, as a user makes one with `openssl req -x509`: its own trust
+# anchor (what serve's start-up commands pass to curl --cacert and bench --tls-ca).
+self_signed() {
+  key "$out/$1-key.pem"
+  openssl req -x509 -new -key "$out/$1-key.pem" -subj "/CN=$2" -days "$days" -sha256 \
+    -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1' -out "$out/$1.pem"
+}
+
 ca ca 'batchserve test CA'
 ca other-ca 'batchserve unrelated test CA'
 leaf server 'batchserve test server' ca "$SERVER"
@@ -45,5 +53,6 @@ leaf server 'batchserve test server' ca "$SERVER"
 leaf server-renewed 'batchserve test server (renewed)' ca "$SERVER"
 leaf client 'batchserve test client' ca "$CLIENT"
 leaf other-client 'batchserve unrelated test client' other-ca "$CLIENT"
+self_signed self-signed 'batchserve self-signed test server'
 chmod 644 "$out"/*.pem
 ls "$out"

@@ -1,3 +1,5 @@
+import type { X509Certificate } from 'node:crypto';
+import { resolve } from 'node:path';
 import type { TensorSpec } from '../core/tensors.js';
 import type { LoadedModel } from '../repository/loaded-model.js';
 import type { BatchServer } from './server.js';
@@ -16,22 +18,30 @@ export function firstCommands(server: BatchServer, batchserve: string): string[]
   const model = server.repository.list()[0];
   if (model === undefined) return [];
   const { inference, management } = server.urls;
+  // A self-signed certificate is its own trust anchor: the clients are told to trust it. A
+  // CA-issued one is trusted through its CA, which the system trusts or its users name.
+  const cert = server.tls && selfSigned(server.tls.certificate) ? resolve(server.tls.config.cert) : undefined;
+  const curl = cert ? `curl --cacert ${quote(cert)}` : 'curl';
   const inferenceKey =
     server.keys?.guards('inference') && server.keyFile
       ? ` -H "Authorization: Bearer $(node -p ${quote(`require(${JSON.stringify(server.keyFile)}).inference.key`)})"`
       : '';
   const lines = [
-    `curl -s ${inference}/v2/health/ready -o /dev/null -w '%{http_code}\\n'   # 200: every model ready`,
-    `${inferenceCommand(model, inference, inferenceKey)}   # one inference`,
+    `${curl} -s ${inference}/v2/health/ready -o /dev/null -w '%{http_code}\\n'   # 200: every model ready`,
+    `${inferenceCommand(model, curl, inference, inferenceKey)}   # one inference`,
   ];
   if (inferenceKey !== '') return lines;
   const tokenFile = server.token !== undefined && server.keyFile ? ` --token-file ${quote(server.keyFile)}` : '';
-  const sweep = model.config.max_batch_size > 0 ? ` --management-url ${management}${tokenFile} --delays 0,auto` : '';
+  // A management API that asks for a client certificate gets no sweep: serve knows no client's.
+  const sweep =
+    model.config.max_batch_size > 0 && !server.tls?.requiresClientCertificate('management')
+      ? ` --management-url ${management}${tokenFile} --delays 0,auto`
+      : '';
   const openai = textApi(model);
   if (openai === 'classifier') return lines;
   const load = openai ? ` --openai ${openai}` : sweep;
   lines.push(
-    `${batchserve} bench --url ${inference} --model ${quote(model.name)}${load} --concurrency 8 --window 500ms --duration 2s   # a short load sweep`,
+    `${batchserve} bench --url ${inference}${cert ? ` --tls-ca ${quote(cert)}` : ''} --model ${quote(model.name)}${load} --concurrency 8 --window 500ms --duration 2s   # a short load sweep`,
   );
   return lines;
 }
@@ -45,9 +55,9 @@ function textApi(model: LoadedModel): 'completions' | 'embeddings' | 'classifier
 }
 
 /** A request the model's handler takes: OpenAI's body for text models, else a v2 request of zeros. */
-function inferenceCommand(model: LoadedModel, inference: string, key: string): string {
+function inferenceCommand(model: LoadedModel, curl: string, inference: string, key: string): string {
   const json = (path: string, body: unknown): string =>
-    `curl -s ${inference}${path}${key} -H 'content-type: application/json' -d ${quote(JSON.stringify(body))}`;
+    `${curl} -s ${inference}${path}${key} -H 'content-type: application/json' -d ${quote(JSON.stringify(body))}`;
   const name = model.name;
   switch (textApi(model)) {
     case 'completions':
@@ -55,7 +65,7 @@ function inferenceCommand(model: LoadedModel, inference: string, key: string): s
     case 'embeddings':
       return json('/v1/embeddings', { model: name, input: 'a cat' });
     case 'classifier':
-      return `curl -s ${inference}/predictions/${encodeURIComponent(name)}${key} -H 'content-type: text/plain' -d 'a short text'`;
+      return `${curl} -s ${inference}/predictions/${encodeURIComponent(name)}${key} -H 'content-type: text/plain' -d 'a short text'`;
     default:
       break;
   }
@@ -73,7 +83,11 @@ function inferenceCommand(model: LoadedModel, inference: string, key: string): s
       `{name: ${JSON.stringify(input.name)}, datatype: "${input.datatype}", shape: [${input.shape.join(', ')}], data: Array(${elements(input)}).fill(${JSON.stringify(zero(input))})}`,
   );
   const program = `process.stdout.write(JSON.stringify({inputs: [${tensors.join(', ')}]}))`;
-  return `node -e ${quote(program)} | curl -s ${inference}${path}${key} -H 'content-type: application/json' --data-binary @-`;
+  return `node -e ${quote(program)} | ${curl} -s ${inference}${path}${key} -H 'content-type: application/json' --data-binary @-`;
+}
+
+function selfSigned(certificate: X509Certificate): boolean {
+  return certificate.checkIssued(certificate) && certificate.verify(certificate.publicKey);
 }
 
 function elements(input: TensorSpec): number {

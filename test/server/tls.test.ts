@@ -4,11 +4,14 @@ import { generateKeyPairSync, X509Certificate } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect } from 'node:tls';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { status } from '@grpc/grpc-js';
 import OpenAI from 'openai';
 import { fetch, request, type Dispatcher } from 'undici';
 import type { BatchServer } from '../../src/server/server.js';
 import { validateServerConfig } from '../../src/server/server-config.js';
+import { firstCommands } from '../../src/server/first-commands.js';
 import { parseStartupUrls, renderStartupBlock, renderStartupLine } from '../../src/server/startup-block.js';
 import { InferenceClient } from '../fixtures/grpc-client.js';
 import { affine, affineRequest, packAffine, startTestServer } from '../fixtures/server.js';
@@ -124,6 +127,21 @@ test('every port speaks TLS: undici over https with the CA, grpc-js over TLS, th
   const line = renderStartupLine(server, config);
   assert.deepEqual(parseStartupUrls(line), printed);
   assert.deepEqual(JSON.parse(line).tls, { cert: tlsFile('server.pem') });
+  // A CA-issued certificate: its CA is the clients' to name, so the commands name none.
+  assert.ok(firstCommands(server, 'batchserve').every((command) => !/--cacert|--tls-ca/.test(command)));
+});
+
+test('with a self-signed certificate the start-up commands trust it, and run as printed', async (t) => {
+  const server = await tlsServer(t, { cert: tlsFile('self-signed.pem'), key: tlsFile('self-signed-key.pem') });
+  const [ready, infer, bench] = firstCommands(server, 'batchserve');
+  const cacert = `--cacert ${tlsFile('self-signed.pem')}`;
+  assert.ok(ready?.startsWith(`curl ${cacert} -s https://`), ready);
+  assert.ok(infer?.includes(`| curl ${cacert} -s https://`) || infer?.startsWith(`curl ${cacert} -s https://`), infer);
+  assert.match(bench ?? '', new RegExp(`^batchserve bench --url https://\\S+ --tls-ca ${tlsFile('self-signed.pem')} `));
+  const shell = promisify(execFile);
+  assert.equal((await shell('bash', ['-c', ready as string])).stdout, '200\n');
+  const answer = JSON.parse((await shell('bash', ['-c', infer as string])).stdout) as { outputs: { data: number[] }[] };
+  assert.deepEqual(answer.outputs[0]?.data, affine([[0, 0, 0, 0]]));
 });
 
 test('mutual TLS: management (and gRPC when named) take only client certificates from the client CA; inference stays open', async (t) => {
