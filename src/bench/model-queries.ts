@@ -18,17 +18,29 @@ export interface ModelQueries {
   close(): void;
 }
 
+/**
+ * A connection closed under the request as it went out: a kept-alive one the server timed out
+ * as it was reused (a loaded client's idle timer runs late), or a reset. GET and PUT are
+ * idempotent, so such a request is sent once more, on a new connection.
+ */
+const CLOSED_UNDER_REQUEST = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+
 /** A JSON answer, or a UsageError that says what the server said. */
 export async function getJson(
   url: string,
   init: { method?: 'GET' | 'PUT'; token?: string; dispatcher?: Dispatcher } = {},
 ): Promise<unknown> {
-  let response;
-  try {
-    response = await request(url, {
+  const send = (): Promise<Dispatcher.ResponseData> =>
+    request(url, {
       ...(init.dispatcher ? { dispatcher: init.dispatcher } : {}),
       method: init.method ?? 'GET',
       headers: init.token ? { authorization: `Bearer ${init.token}` } : {},
+    });
+  let response;
+  try {
+    response = await send().catch((error: NodeJS.ErrnoException) => {
+      if (CLOSED_UNDER_REQUEST.has(error.code ?? '')) return send();
+      throw error;
     });
   } catch (error) {
     throw new UsageError(`cannot reach ${url}: ${(error as Error).message}`);

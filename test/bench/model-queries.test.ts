@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RestModelQueries } from '../../src/bench/model-queries.js';
+import { createServer, type Socket } from 'node:net';
+import { once } from 'node:events';
+import { getJson, RestModelQueries } from '../../src/bench/model-queries.js';
 import { packAffine, startTestServer } from '../fixtures/server.js';
 import { tempDir } from '../fixtures/temp.js';
 
@@ -26,5 +28,31 @@ test('bench --url reads a served delay as the server has it: a fixed one in µs,
     maxBatchSize: 8,
     maxQueueDelayUs: 'auto',
     instances: 1,
+  });
+});
+
+test('a connection closed under a bench query is tried once more on a new one; closed again, it says it cannot reach the server', async (t) => {
+  let closing = 1;
+  const sockets = new Set<Socket>();
+  // Closes the first `closing` connections as their request arrives, as a server timing out a kept-alive one does.
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.once('data', () => {
+      if (closing-- > 0) socket.destroy();
+      else socket.end('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}');
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  });
+  const { port } = server.address() as { port: number };
+  assert.deepEqual(await getJson(`http://127.0.0.1:${port}/v2/models/m/config`), { ok: true });
+  closing = 2;
+  await assert.rejects(getJson(`http://127.0.0.1:${port}/v2/models/m/config`), {
+    code: 'BS_ERR_USAGE',
+    message: /^cannot reach http:\/\/127\.0\.0\.1:\d+\/v2\/models\/m\/config: other side closed/,
   });
 });
