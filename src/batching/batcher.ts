@@ -221,16 +221,18 @@ export class Batcher {
    * just one batch gets the next one before it frees, so it starts the moment the running one
    * ends and the instance never waits for this thread between batches: a full batch at once;
    * any other once the instance is expected to free within a hand-over lead, formed by the
-   * policy as if it had freed. One batch per instance, so nothing waits behind another for
+   * policy as if it had freed, at the time it is expected to. One batch per instance, so nothing waits behind another for
    * long. Returns when to look again for an instance about to free, or Infinity.
    */
   #queueAhead(groups: readonly ShapeGroup[], now: number): number {
     let nextWake = Infinity;
-    for (const { runner, sendAt } of this.#pool.queueable()) {
+    for (const { runner, sendAt, freeAt } of this.#pool.queueable()) {
       for (const group of groups) {
         if (group.rows === 0) continue;
         let rows = fullBatchRows(this.#policy.config, group.rows, this.#flushing);
-        if (rows === 0 && now >= sendAt) rows = this.#policy.decide(this.#view(group, now, 1)).rows;
+        // Judged as at the moment it frees: rows due back soon after that (the running batch's
+        // clients) are worth keeping this batch here for, to be formed when it has freed.
+        if (rows === 0 && now >= sendAt) rows = this.#policy.decide(this.#view(group, Math.max(now, freeAt), 1)).rows;
         if (rows === 0) continue;
         this.#send(runner, group, rows);
         break;

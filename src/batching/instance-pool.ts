@@ -104,10 +104,11 @@ export class InstancePool {
    * Busy instances that queue and run one batch, with when a batch sent to each would start
    * as it frees: HANDOVER_LEAD hand-overs before it is expected free (Infinity when unknown).
    */
-  *queueable(): Generator<{ runner: BatchRunner; sendAt: number }> {
+  *queueable(): Generator<{ runner: BatchRunner; sendAt: number; freeAt: number }> {
     for (const runner of this.#runners) {
       if (!runner.queuesBatches || this.#inFlight.get(runner) !== 1) continue;
-      yield { runner, sendAt: (this.#expectedFreeAt.get(runner) ?? Infinity) - HANDOVER_LEAD * this.#handoverMs };
+      const freeAt = this.#expectedFreeAt.get(runner) ?? Infinity;
+      yield { runner, sendAt: freeAt - HANDOVER_LEAD * this.#handoverMs, freeAt };
     }
   }
 
