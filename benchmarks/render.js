@@ -552,17 +552,17 @@ export const drainResets = {
 export const tracingOff = {
   render(result) {
     const { settings, verdict } = result;
-    const runs = result.runs.map((run) => `${run.build} ${fixed(run.throughput, 1)}/s`);
-    const list = (key) => result.rounds.map((round) => fixed(round[key], 3)).join(', ');
+    // A round: its four runs in order (reference, current, current, reference), then its ratio and control.
+    const rounds = result.rounds.map((round, index) => {
+      const runs = result.runs.slice(index * 4, index * 4 + 4).map((run) => fixed(run.throughput, 1));
+      return `${index + 1}: ${runs.join(' ')} → ${fixed(round.ratio, 3)} (${fixed(round.control, 3)})`;
+    });
     return [
       ...environmentLines(result),
-      `the demo model served with v2 binary tensors at concurrency ${settings.concurrency}, ${settings.windows} windows of ` +
-        `${settings.windowMs} ms, ${settings.rounds} rounds of reference, current, current, reference; reference: ` +
-        `${result.reference}, a build without tracing; current: this build, no --otlp-endpoint`,
-      '',
-      ...wrapped(runs),
-      '',
-      `per round, current ÷ reference: ${list('ratio')}; control, reference ÷ reference: ${list('control')}`,
+      `the demo model, v2 binary tensors, concurrency ${settings.concurrency}, ${settings.windows} windows of ${settings.windowMs} ms, ` +
+        `${settings.rounds} rounds; reference ${result.reference} (no tracing), current: this build, no --otlp-endpoint`,
+      'req/s by round: reference, current, current, reference → current ÷ reference (control: reference ÷ reference)',
+      ...wrapped(rounds, 140),
       `medians: current ÷ reference ${fixed(result.ratio, 3)}, control ${fixed(result.control, 3)}; aim ${verdict.aim}: ` +
         `${verdict.judged ? metOrMissed(verdict.met) : 'not judged (the control moved more than the aim allows)'}`,
     ].join('\n');
