@@ -230,8 +230,7 @@ export class Batcher {
       for (const group of groups) {
         if (group.rows === 0) continue;
         let rows = fullBatchRows(this.#policy.config, group.rows, this.#flushing);
-        // Judged as at the moment it frees: rows due back soon after that (the running batch's
-        // clients) are worth keeping this batch here for, to be formed when it has freed.
+        // Judged as when it frees: the running batch's clients, due soon after, are worth waiting for.
         if (rows === 0 && now >= sendAt) rows = this.#policy.decide(this.#view(group, Math.max(now, freeAt), 1)).rows;
         if (rows === 0) continue;
         this.#send(runner, group, rows);
