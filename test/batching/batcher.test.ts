@@ -1,5 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setup, settle, GatedRunner } from './harness.js';
 
 /**
@@ -276,3 +279,12 @@ for (const [policyName, policy] of POLICIES) {
     await batcher.drained();
   });
 }
+
+test('the batching parts stay small: no file of src/batching over 300 lines (#49)', () => {
+  const folder = fileURLToPath(new URL('../../../src/batching/', import.meta.url));
+  const long = readdirSync(folder)
+    .filter((name) => name.endsWith('.ts'))
+    .map((name) => ({ name, lines: readFileSync(join(folder, name), 'utf8').split('\n').length - 1 }))
+    .filter(({ lines }) => lines > 300);
+  assert.deepEqual(long, [], 'split what grew past 300 lines into a part of its own');
+});
