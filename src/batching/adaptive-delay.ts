@@ -66,8 +66,9 @@ export interface WaitQuestion {
  * With c = 4.8 ms, m = 0.55 ms and rows 1 ms apart, it waits with 3 queued (1 < 4.8/3 = 1.6) and
  * goes with 5 (1 > 0.96); 12 rows of a closed loop due back in 2 ms are worth the wait (2 < 4.8).
  * It never waits when the batch is full, nor for the stream while another instance is free
- * (newcomers would not queue), and never when the oldest request, waiting Δ more and then running a batch of q + k
- * (at the line's cost times the pace), would end after `maxLatencyMs`. Every arrival and the end of each wait asks again.
+ * (newcomers would not queue), and never when the oldest request, waiting Δ more and then
+ * running a batch of q + k (at the line's cost times the pace), would end after
+ * `maxLatencyMs`. Every arrival and the end of each wait asks again.
  *
  * Returns the ms to wait, or 0 to dispatch now. Untrusted fits dispatch now (delay 0).
  */

@@ -9,9 +9,9 @@ import { expectedCompletion, predictsCost } from './expected-completion.js';
 import { ReturningRows } from './returning-rows.js';
 import { LEARNED_SHAPES } from './tuning.js';
 
-/** What `auto` watches of one shape's traffic. */
 type AutoConfig = BatchingPolicy & { readonly adaptive: { readonly maxLatencyUs: number } };
 
+/** What `auto` watches of one shape's traffic. */
 interface ShapeTraffic {
   arrivals: ArrivalRate;
   readonly returning: ReturningRows;
@@ -31,7 +31,6 @@ export class AutoPolicy implements BatchPolicy {
   readonly #traffic = new Map<string, ShapeTraffic>();
   /** The shape that last ran: whose line judges a request still reading its body. */
   #lastShape: string | undefined;
-
   #config: AutoConfig;
 
   constructor(
