@@ -1,4 +1,4 @@
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import type { ClientTls } from '../core/client-tls.js';
 import { mulberry32 } from '../core/random.js';
 
@@ -168,8 +168,7 @@ async function oneRequest(
     dispatcher,
   });
   if (response.statusCode !== 200) {
-    await response.body.dump();
-    throw new Error(`HTTP ${response.statusCode}`);
+    throw new Error(`HTTP ${response.statusCode}: ${await refusalMessage(response.body)}`);
   }
   if (options.api === 'embeddings') {
     const answer = (await response.body.json()) as { usage?: { prompt_tokens?: number } };
@@ -210,4 +209,16 @@ async function oneRequest(
     ...(firstAt !== undefined ? { firstMs: firstAt - sentAt } : {}),
     ...(firstAt !== undefined && tokens > 1 ? { interMs: (lastAt - firstAt) / (tokens - 1) } : {}),
   };
+}
+
+/** Why a request was refused: OpenAI's `{"error": {"message"}}`, else the start of the body. */
+async function refusalMessage(body: Dispatcher.ResponseData['body']): Promise<string> {
+  const text = await body.text();
+  try {
+    const message = (JSON.parse(text) as { error?: { message?: unknown } } | null)?.error?.message;
+    if (typeof message === 'string') return message;
+  } catch {
+    // Not JSON: the text itself says it.
+  }
+  return text.trim().slice(0, 200) || 'no message';
 }
