@@ -178,7 +178,7 @@ export const modelConfigSchema = {
           min: 0,
           max: MODEL_CONFIG_LIMITS.threads,
           default: 0,
-          description: `Threads inside one operator; 0 lets onnxruntime choose. serve also refuses more than ${MODEL_CONFIG_LIMITS.threadsPerCore} per CPU core of its machine (os.availableParallelism()).`,
+          description: `Threads inside one operator; 0 lets onnxruntime choose, except in a process held to fewer CPUs than the machine has (taskset, a cpuset), which gets one a CPU it may use (onnxruntime would pin threads outside them). serve also refuses more than ${MODEL_CONFIG_LIMITS.threadsPerCore} per CPU core of its machine (os.availableParallelism()).`,
         },
         inter_op_threads: {
           kind: 'integer',

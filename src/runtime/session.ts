@@ -1,3 +1,4 @@
+import { availableParallelism, cpus } from 'node:os';
 import ort from 'onnxruntime-node';
 import { ModelLoadError } from '../core/errors.js';
 import type { ModelConfig } from '../config/model-config.js';
@@ -31,7 +32,8 @@ export async function createSession(
     // Errors reach the caller as exceptions; onnxruntime's own log would repeat them on stderr.
     logSeverityLevel: 4,
   };
-  if (runtime.intra_op_threads > 0) options.intraOpNumThreads = runtime.intra_op_threads;
+  const intraOpThreads = runtime.intra_op_threads > 0 ? runtime.intra_op_threads : allowedCpusIfRestricted();
+  if (intraOpThreads !== undefined) options.intraOpNumThreads = intraOpThreads;
   if (runtime.inter_op_threads > 0) options.interOpNumThreads = runtime.inter_op_threads;
   try {
     return typeof model === 'string'
@@ -115,4 +117,15 @@ export async function readGraphSignature(model: string | Uint8Array, source?: st
 function firstLine(error: unknown): string {
   const message = (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
   return message.replace(/^\/onnxruntime_src\/\S+:\d+ .*? was false\. /, '');
+}
+
+/**
+ * The CPUs this process may run on, when that is fewer than the machine has (taskset, a
+ * container's cpuset); else undefined. Left to choose, onnxruntime sizes its intra-op pool by
+ * the machine's cores and pins each thread to one of them, outside a restricted process's CPUs:
+ * a server started with `taskset -c 0` had a thread on CPU 1. Given a count, it pins none.
+ */
+function allowedCpusIfRestricted(): number | undefined {
+  const allowed = availableParallelism();
+  return allowed < cpus().length ? allowed : undefined;
 }
