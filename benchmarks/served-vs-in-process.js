@@ -107,7 +107,17 @@ for (const protocol of ['v2-binary', 'v2-json']) {
 trivialServer.kill();
 
 const fit = (await report('in-process.json')).inProcess;
-const predicted = (b) => (b * (fit.c + fit.m)) / (fit.c + b * fit.m);
+/**
+ * The speedup the model itself gives at B: B·T(1) ÷ T(B) as timed in process, or from the fit
+ * where B was not timed. (A fit can fail — a negative c when bigger batches cost more a row —
+ * and its formula then says nothing.)
+ */
+const predicted = (b) => {
+  const timed = fit.samples.find((s) => s.batchSize === b);
+  const one = fit.samples.find((s) => s.batchSize === 1);
+  if (timed && one) return (b * one.ms) / timed.ms;
+  return (b * (fit.c + fit.m)) / (fit.c + b * fit.m);
+};
 const inProcess = {
   c: fit.c,
   m: fit.m,
