@@ -8,7 +8,7 @@ import { expectedCompletion, predictsCost } from '../../src/batching/expected-co
 import { Pace } from '../../src/batching/pace.js';
 import { ReturningRows } from '../../src/batching/returning-rows.js';
 import type { BatchTimings, HandlerRequest } from '../../src/core/request.js';
-import { GatedRunner, settle, setup } from './harness.js';
+import { GatedRunner, runAtCost, settle, setup } from './harness.js';
 
 const TRUSTED: CostFit = { c: 5, m: 0.5, r2: 1, sizes: 4, trusted: true, reason: undefined };
 const ask = (question: Partial<WaitQuestion>): number =>
@@ -439,22 +439,7 @@ test('adaptive batching waits for the rows of a closed loop that its last batch 
     }
   };
   const clients = [0, 1, 2, 3].map(client);
-  // Fake time in 0.5 ms steps; each batch is let go once its T(B) has passed.
-  let released = 0;
-  let doneAt = Infinity;
-  for (let step = 0; step < 400 && released < 16; step++) {
-    await settle();
-    if (doneAt === Infinity && runner.batches.length > released) {
-      doneAt = fake.now + 5 + 0.5 * (runner.batches[released] as number[]).length;
-    }
-    if (fake.now >= doneAt) {
-      runner.release();
-      released += 1;
-      doneAt = Infinity;
-    } else {
-      fake.tick(0.5);
-    }
-  }
+  await runAtCost(fake, runner, (released) => released >= 16, 400);
   await Promise.all(clients);
   assert.deepEqual(runner.batches.slice(0, 2), [[0], [1, 2, 3]], 'the first burst splits: nothing was known');
   assert.ok(

@@ -82,6 +82,34 @@ export function setup(
 /** Lets promise callbacks run (the runner is async). */
 export const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+/**
+ * Runs a gated instance as a device of cost T(B) = 5 + 0.5·B ms on fake time, in 0.5 ms steps:
+ * each batch is let go once its T(B) has passed, until `done` (told how many were let go) or
+ * `maxSteps`.
+ */
+export async function runAtCost(
+  fake: ReturnType<typeof FakeTimers.createClock>,
+  runner: GatedRunner,
+  done: (released: number) => boolean,
+  maxSteps: number,
+): Promise<void> {
+  let released = 0;
+  let doneAt = Infinity;
+  for (let step = 0; step < maxSteps && !done(released); step++) {
+    await settle();
+    if (doneAt === Infinity && runner.batches.length > released) {
+      doneAt = fake.now + 5 + 0.5 * (runner.batches[released] as unknown[]).length;
+    }
+    if (fake.now >= doneAt) {
+      runner.release();
+      released += 1;
+      doneAt = Infinity;
+    } else {
+      fake.tick(0.5);
+    }
+  }
+}
+
 /** What a request came to: its response, or its error code. */
 export async function outcome(result: Promise<SubmitResult>): Promise<unknown> {
   try {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ReturningRows } from '../../src/batching/returning-rows.js';
 import type { BatchTimings, HandlerRequest } from '../../src/core/request.js';
-import { GatedRunner, settle, setup } from './harness.js';
+import { GatedRunner, runAtCost, setup } from './harness.js';
 
 test('ReturningRows: rows still running are owed too, due a return delay after their batch is expected to end', () => {
   const returning = new ReturningRows();
@@ -55,21 +55,7 @@ test('auto gathers a closed loop split into half batches on an instance that que
   void Promise.all(clients).then(() => {
     finished = true;
   });
-  let released = 0;
-  let doneAt = Infinity;
-  for (let step = 0; step < 2_000 && !finished; step++) {
-    await settle();
-    if (doneAt === Infinity && runner.batches.length > released) {
-      doneAt = fake.now + 5 + 0.5 * (runner.batches[released] as number[]).length;
-    }
-    if (fake.now >= doneAt) {
-      runner.release();
-      released += 1;
-      doneAt = Infinity;
-    } else {
-      fake.tick(0.5);
-    }
-  }
+  await runAtCost(fake, runner, () => finished, 2_000);
   await Promise.all(clients);
   const sizes = runner.batches.map((batch) => batch.length);
   assert.ok((sizes[0] as number) < 4, `the loop starts split: ${JSON.stringify(sizes)}`);
