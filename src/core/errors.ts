@@ -12,6 +12,7 @@ export type GrpcStatusName =
   | 'NOT_FOUND'
   | 'FAILED_PRECONDITION'
   | 'UNAVAILABLE'
+  | 'DEADLINE_EXCEEDED'
   | 'CANCELLED'
   | 'RESOURCE_EXHAUSTED'
   | 'UNAUTHENTICATED'
@@ -54,6 +55,7 @@ export const ERRORS = {
   BS_ERR_BATCH_TOO_LARGE:           [400, 'INVALID_ARGUMENT',    1,  'a request has more rows than max_batch_size'],
   BS_ERR_QUEUE_FULL:                [503, 'UNAVAILABLE',         1,  'the queue holds max_queue_size rows already'],
   BS_ERR_QUEUE_TIMEOUT:             [503, 'UNAVAILABLE',         1,  "the request's timeout expired while it was queued"],
+  BS_ERR_DEADLINE_EXCEEDED:         [504, 'DEADLINE_EXCEEDED',   1,  "the call's own deadline (gRPC) passed while its request was queued"],
   BS_ERR_LATENCY_BUDGET:            [503, 'UNAVAILABLE',         1,  'the request would finish past max_latency (max_queue_delay: auto)'],
   BS_ERR_REQUEST_CANCELLED:         [499, 'CANCELLED',           1,  'the client went away while its request was queued'],
   BS_ERR_INFERENCE_FAILED:          [500, 'INTERNAL',            1,  'the forward pass or a handler hook threw for this request'],
@@ -228,6 +230,9 @@ export class BatchTooLargeError extends coded('BS_ERR_BATCH_TOO_LARGE') {}
 export class QueueFullError extends coded('BS_ERR_QUEUE_FULL') {}
 export class QueueTimeoutError extends coded('BS_ERR_QUEUE_TIMEOUT') {}
 
+/** The queue's timeout was the call's own deadline (gRPC): DEADLINE_EXCEEDED, as grpc-js's own timer says it. */
+export class DeadlineExceededError extends coded('BS_ERR_DEADLINE_EXCEEDED') {}
+
 /**
  * `max_queue_delay: auto` refused a request its expected completion would put past
  * `max_latency` (BentoML answers the same 503): better a fast no than a late yes.
@@ -369,6 +374,7 @@ export const errorClasses = [
   BatchTooLargeError,
   QueueFullError,
   QueueTimeoutError,
+  DeadlineExceededError,
   LatencyBudgetError,
   RequestCancelledError,
   InferenceFailedError,

@@ -10,7 +10,7 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
-import { ForbiddenError, PayloadTooLargeError, QueueTimeoutError } from '../core/errors.js';
+import { ForbiddenError, PayloadTooLargeError } from '../core/errors.js';
 import { statisticsResponse } from '../metrics/model-statistics.js';
 import { inferenceProtocol, peekModelTarget } from '../protocol/grpc-messages.js';
 import {
@@ -171,7 +171,7 @@ export class GrpcInferenceApi {
             callback(null, answer);
           },
           (error: unknown) => {
-            const failure = deadlineFailure(error, call.getDeadline()) ?? grpcError(error);
+            const failure = grpcError(error);
             for (const [key, value] of Object.entries(trailers.getMap())) failure.metadata?.set(key, value);
             callback(failure);
           },
@@ -467,17 +467,6 @@ interface RepositoryParameter {
 
 function parameterValue(parameter: RepositoryParameter): unknown {
   return parameter.parameter_choice === undefined ? undefined : parameter[parameter.parameter_choice];
-}
-
-/**
- * A queue timeout that the call's own deadline set is the deadline passing: DEADLINE_EXCEEDED,
- * as grpc-js answers when its timer fires first (which of the two fires first is a race).
- */
-function deadlineFailure(error: unknown, deadline: Date | number): Partial<ServiceError> | undefined {
-  const at = deadline instanceof Date ? deadline.getTime() : deadline;
-  // Timers round to the millisecond: one that fires a moment early is still the deadline.
-  if (!(error instanceof QueueTimeoutError) || !Number.isFinite(at) || Date.now() < at - 2) return undefined;
-  return { code: status.DEADLINE_EXCEEDED, details: 'Deadline Exceeded' };
 }
 
 /** The call's cancellation (the client went away, or its deadline passed) as an AbortSignal. */

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { QueueReservation, SubmitResult } from '../batching/batch-request.js';
-import { BatchserveError, InferenceInputError, ModelNotReadyError } from '../core/errors.js';
+import {
+  BatchserveError,
+  DeadlineExceededError,
+  InferenceInputError,
+  ModelNotReadyError,
+  QueueTimeoutError,
+} from '../core/errors.js';
 import type { HandlerRequest } from '../core/request.js';
 import type { Tensors } from '../core/tensors.js';
 import { answeredTokens } from '../handlers/text-batch.js';
@@ -242,6 +248,8 @@ export function inferenceCall(options: InferenceCallOptions): Infer {
     trace: RequestTrace | undefined,
   ): Promise<SubmitResult[]> => {
     const timeoutUs = sooner(work.timeoutUs, head.deadline);
+    // When the deadline set the timeout, the queue's timing out is the deadline passing.
+    const byDeadline = timeoutUs !== work.timeoutUs;
     const options = {
       ...(work.priority !== undefined ? { priority: work.priority } : {}),
       ...(timeoutUs !== undefined ? { timeoutUs } : {}),
@@ -263,14 +271,19 @@ export function inferenceCall(options: InferenceCallOptions): Infer {
     return Promise.all(
       submissions.map(async ({ request, rows, shapeKey }, index) => {
         const traced = trace?.submission();
-        const result = await model.infer(movable ? ({ ...request, movable: true } as HandlerRequest) : request, {
-          rows,
-          shapeKey,
-          ...options,
-          signal: head.signal,
-          ...(index === 0 && reservation ? { reservation } : {}),
-          trace: traced,
-        });
+        const result = await model
+          .infer(movable ? ({ ...request, movable: true } as HandlerRequest) : request, {
+            rows,
+            shapeKey,
+            ...options,
+            signal: head.signal,
+            ...(index === 0 && reservation ? { reservation } : {}),
+            trace: traced,
+          })
+          .catch((error: unknown) => {
+            if (byDeadline && error instanceof QueueTimeoutError) throw new DeadlineExceededError('Deadline Exceeded');
+            throw error;
+          });
         if (traced) traced.answeredAt = traceNow();
         mirrored[index]?.(result.response);
         return result;
